@@ -1,0 +1,26 @@
+"""Training-graph builders and the TrainingGraph IR (first stage of the pipeline).
+
+Graphs come from ONNX models (:func:`from_onnx`), the model zoo (:mod:`.zoo`, which
+builds ONNX and goes through the same importer), node-link JSON files in the
+Checkmate/Moccasin form (:func:`from_node_link`), or the random layered-DAG
+generator (:func:`random_layered`).
+"""
+
+from monet_ilp.graph.analysis import GraphSummary, MemoryPeak, store_all_peak, summarize
+from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph
+from monet_ilp.graph.onnx_import import SUPPORTED_OPS, from_onnx
+
+__all__ = [
+    "DType",
+    "GraphSummary",
+    "MemoryPeak",
+    "Op",
+    "OpKind",
+    "SUPPORTED_OPS",
+    "Tensor",
+    "TensorKind",
+    "TrainingGraph",
+    "from_onnx",
+    "store_all_peak",
+    "summarize",
+]

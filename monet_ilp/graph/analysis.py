@@ -1,0 +1,123 @@
+"""Statistics of a training graph: sizes by kind, work, and the store-all memory peak.
+
+These are graph facts, with no hardware involved; ``monet-ilp graph show`` prints them
+and instance building takes its default budget from :func:`store_all_peak`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from monet_ilp.graph.ir import OpKind, TensorKind, TrainingGraph
+
+
+@dataclass(frozen=True)
+class MemoryPeak:
+    """The peak of a schedule that keeps everything (no frees before last use).
+
+    ``total_bytes`` = ``activation_bytes`` + ``persistent_bytes``; ``at_op`` is the
+    op during which the peak is reached, ``profile_bytes`` the non-persistent
+    bytes resident while each op of the order runs.
+    """
+
+    total_bytes: int
+    activation_bytes: int
+    persistent_bytes: int
+    at_op: str
+    profile_bytes: tuple[int, ...]
+
+
+def store_all_peak(graph: TrainingGraph, order: Sequence[str] | None = None) -> MemoryPeak:
+    """Peak memory of running ``order`` (default: the graph's op order) keeping everything.
+
+    The semantics are those of Checkmate and Moccasin (DESIGN.md, P1): while op
+    ``v`` runs, memory holds ``v``'s outputs and every non-persistent tensor that
+    was produced before and is still read by ``v`` or a later op; a tensor is freed
+    right after its last reader.  Graph inputs are resident from the start.
+    Persistent tensors (weights, gradients, optimizer state) are counted once, for
+    the whole iteration.
+    """
+    ops = list(order) if order is not None else [op.id for op in graph.ops]
+    position = {op: i for i, op in enumerate(ops)}
+    n = len(ops)
+    delta = np.zeros(n + 1, dtype=np.int64)
+    persistent = 0
+    for t in graph.tensors:
+        if t.persistent:
+            persistent += t.bytes
+            continue
+        start = position[t.producer] if t.producer is not None else 0
+        end = max([start] + [position[c] for c in t.consumers])
+        delta[start] += t.bytes
+        delta[end + 1] -= t.bytes
+    profile = np.cumsum(delta[:n])
+    peak_at = int(np.argmax(profile)) if n else 0
+    activation_peak = int(profile[peak_at]) if n else 0
+    return MemoryPeak(
+        total_bytes=activation_peak + persistent,
+        activation_bytes=activation_peak,
+        persistent_bytes=persistent,
+        at_op=ops[peak_at] if n else "",
+        profile_bytes=tuple(int(x) for x in profile),
+    )
+
+
+@dataclass(frozen=True)
+class GraphSummary:
+    """The figures ``monet-ilp graph show`` prints."""
+
+    name: str
+    ops_by_kind: dict[str, int]
+    tensors: int
+    layers: int
+    forward_macs: int
+    backward_macs: int
+    total_flops: int
+    activation_bytes: int
+    saved_bytes: int
+    weight_bytes: int
+    weight_grad_bytes: int
+    optimizer_state_bytes: int
+    store_all_peak: MemoryPeak
+
+    def as_dict(self) -> dict:
+        data = dict(self.__dict__)
+        data["store_all_peak"] = {
+            "total_bytes": self.store_all_peak.total_bytes,
+            "activation_bytes": self.store_all_peak.activation_bytes,
+            "persistent_bytes": self.store_all_peak.persistent_bytes,
+            "at_op": self.store_all_peak.at_op,
+        }
+        return data
+
+
+def summarize(graph: TrainingGraph) -> GraphSummary:
+    """Count ops by kind, MACs, and bytes by tensor kind; compute the store-all peak."""
+
+    def bytes_of(*kinds: TensorKind) -> int:
+        return sum(t.bytes for t in graph.tensors_of_kind(*kinds))
+
+    forward_kinds = (OpKind.FORWARD, OpKind.LOSS)
+    return GraphSummary(
+        name=graph.name,
+        ops_by_kind=dict(Counter(str(op.kind) for op in graph.ops)),
+        tensors=len(graph.tensors),
+        layers=len({op.layer for op in graph.ops if op.kind is OpKind.FORWARD}),
+        forward_macs=sum(op.macs for op in graph.ops if op.kind in forward_kinds),
+        backward_macs=sum(op.macs for op in graph.ops if op.is_backward),
+        total_flops=sum(op.flops for op in graph.ops),
+        activation_bytes=sum(
+            t.bytes
+            for t in graph.tensors_of_kind(TensorKind.ACTIVATION)
+            if t.producer is None or graph.op(t.producer).kind in forward_kinds
+        ),
+        saved_bytes=sum(t.bytes for t in graph.saved_tensors()),
+        weight_bytes=bytes_of(TensorKind.WEIGHT),
+        weight_grad_bytes=bytes_of(TensorKind.WEIGHT_GRAD),
+        optimizer_state_bytes=bytes_of(TensorKind.OPTIMIZER_STATE),
+        store_all_peak=store_all_peak(graph),
+    )

@@ -1,0 +1,932 @@
+"""ONNX front end: a forward (inference) ONNX model becomes a TrainingGraph.
+
+The importer runs ONNX shape inference, sets aside constants and shape arithmetic,
+turns views into aliases, recognises the Erf-GELU and LayerNorm decompositions,
+lowers every remaining node with the rules of ``formulations/training_graph.md``,
+and hands the result to :mod:`.autodiff`, which derives the backward and
+optimizer ops.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from monet_ilp.errors import GraphError, InputFormatError, MonetError, UnsupportedOpError
+from monet_ilp.graph.autodiff import FwdNode, TensorInfo, derive_training_graph
+from monet_ilp.graph.ir import DType, TrainingGraph
+
+_ONNX_DTYPES = {
+    onnx.TensorProto.FLOAT: DType.FP32,
+    onnx.TensorProto.FLOAT16: DType.FP16,
+    onnx.TensorProto.BFLOAT16: DType.BF16,
+    onnx.TensorProto.INT8: DType.INT8,
+    onnx.TensorProto.UINT8: DType.INT8,
+    onnx.TensorProto.INT32: DType.INT32,
+    onnx.TensorProto.INT64: DType.INT64,
+    onnx.TensorProto.BOOL: DType.BOOL,
+}
+
+#: Ops that only reinterpret memory: their outputs alias their first input.
+VIEW_OPS = frozenset(
+    {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Split", "Slice"}
+)
+
+#: Shape arithmetic: folded away when every input is a constant.
+SHAPE_OPS = frozenset({"Shape", "Size"})
+
+#: BatchNormalization inputs 3 and 4 are running statistics, not trained.
+_BUFFER_SLOTS = {"BatchNormalization": (3, 4)}
+
+
+def from_onnx(
+    model: onnx.ModelProto | str | Path,
+    *,
+    optimizer: str = "sgd",
+    granularity: str = "layer",
+    dtype: str | None = None,
+    loss: str = "cross_entropy",
+    allow_unknown: bool = False,
+    output: str | None = None,
+    input_shapes: Mapping[str, Sequence[int]] | None = None,
+    batch: int | None = None,
+    name: str | None = None,
+) -> TrainingGraph:
+    """Import a forward ONNX model as a training graph.
+
+    Parameters
+    ----------
+    model
+        A ``ModelProto`` or the path of an ``.onnx`` file.
+    optimizer
+        ``"sgd"``, ``"momentum"`` or ``"adam"`` (0, 1 or 2 state tensors per weight).
+    granularity
+        ``"layer"``: each conv/matmul absorbs its elementwise tail; ``"op"``: one
+        forward op per ONNX node (views and constants excepted).
+    dtype
+        Element type of every float tensor (``fp32``, ``bf16``, ``fp16``, ``int8``);
+        ``None`` keeps the model's.
+    loss
+        ``"cross_entropy"`` (logits over the last axis) or ``"mse"``.
+    allow_unknown
+        Treat ops without an autodiff rule as elementwise (saving their inputs)
+        instead of failing; the graph's ``meta["unknown_ops"]`` lists them.
+    output
+        The graph output that feeds the loss, when the model has several.
+    input_shapes, batch
+        Static shapes for inputs with symbolic dimensions; ``batch`` fills a
+        symbolic first dimension of every input.
+    name
+        Graph name; defaults to the model's graph name or file stem.
+    """
+    source = str(model) if isinstance(model, (str, Path)) else None
+    try:
+        proto = _load(model)
+        return _Importer(
+            proto,
+            optimizer=optimizer,
+            granularity=granularity,
+            dtype=_parse_dtype(dtype),
+            loss=loss,
+            allow_unknown=allow_unknown,
+            output=output,
+            input_shapes=input_shapes or {},
+            batch=batch,
+            name=name or (Path(source).stem if source else proto.graph.name or "model"),
+        ).run()
+    except MonetError as err:
+        raise err.with_file(source) if source else err
+
+
+def _parse_dtype(dtype: str | None) -> DType | None:
+    if dtype is None:
+        return None
+    try:
+        dt = DType(dtype)
+    except ValueError:
+        dt = None
+    if dt is None or dt in (DType.INT32, DType.INT64, DType.BOOL):
+        raise MonetError(f"unsupported dtype {dtype!r}", field="dtype", fix="use fp32, bf16, fp16 or int8")
+    return dt
+
+
+def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
+    if isinstance(model, onnx.ModelProto):
+        return model
+    path = Path(model)
+    if not path.is_file():
+        raise InputFormatError("file not found", file=str(path), fix="check the path")
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as err:  # onnx raises DecodeError, ValueError, ...
+        raise InputFormatError(
+            f"not a readable ONNX model ({type(err).__name__}: {err})",
+            file=str(path),
+            fix="re-export the model; the file may be truncated or not ONNX",
+        ) from None
+    if not proto.graph.node:
+        raise InputFormatError(
+            "the ONNX model has no nodes (empty or truncated file)",
+            file=str(path),
+            field="graph.node",
+            fix="re-export the model",
+        )
+    return proto
+
+
+@dataclass
+class _Node:
+    """A view of an ONNX node (or a fused pattern standing in for several)."""
+
+    name: str
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    attrs: dict
+    members: tuple[str, ...] = ()
+
+
+class _Importer:
+    def __init__(self, proto, *, optimizer, granularity, dtype, loss, allow_unknown, output,
+                 input_shapes, batch, name):
+        self.proto = proto
+        self.optimizer = optimizer
+        self.granularity = granularity
+        self.dtype = dtype
+        self.loss = loss
+        self.allow_unknown = allow_unknown
+        self.output_name = output
+        self.input_shapes = dict(input_shapes)
+        self.batch = batch
+        self.name = name
+        self.unknown_ops: list[str] = []
+
+    # ----------------------------------------------------------------- driver
+    def run(self) -> TrainingGraph:
+        model = _infer_shapes(self._with_static_inputs(self.proto))
+        if self.allow_unknown:
+            model = _shape_unknown_ops_elementwise(model)
+        graph = model.graph
+        self.initializers = {t.name: t for t in graph.initializer}
+        self.infos = self._collect_value_infos(graph)
+        nodes = [
+            _Node(n.name or f"{n.op_type}_{i}", n.op_type, list(n.input), list(n.output),
+                  {a.name: onnx.helper.get_attribute_value(a) for a in n.attribute})
+            for i, n in enumerate(graph.node)
+        ]
+        _check_unique_names(nodes)
+        nodes = _topological_nodes(nodes)
+        self.constants = self._constant_values(nodes)
+        self.params = self._parameters(nodes)
+        nodes = [n for n in nodes if not self._is_constant_node(n)]
+        nodes = _fuse_patterns(nodes, self.constants)
+        self.alias: dict[str, str] = {}
+        self.used: set[str] = set()
+        self.produced: set[str] = set()
+        self.extra_infos: dict[str, TensorInfo] = {}
+        fwd_nodes = []
+        for n in nodes:
+            if n.op_type in VIEW_OPS:
+                src = self._canonical(n.inputs[0])
+                for out in n.outputs[:1] if n.op_type == "Dropout" else n.outputs:
+                    if out:
+                        self.alias[out] = src
+                continue
+            fwd_nodes.append(self._lower(n))
+        input_names = [i.name for i in graph.input if i.name not in self.initializers]
+        self.used -= self.produced
+        for t in sorted(self.used - set(input_names)):
+            raise GraphError(
+                f"tensor {t!r} is read but no node, input or initializer defines it",
+                field=f"tensor {t}",
+                fix="repair the model (is it truncated?)",
+            )
+        graph_inputs = [i for i in input_names if i in self.used]
+        output = self._pick_output(graph)
+        tensor_infos = {
+            t: TensorInfo(self._shape(t), self._dtype(t), t in self.params) for t in self._all_tensors(fwd_nodes, graph_inputs)
+        }
+        for n in fwd_nodes:
+            for extra in n.outputs[1:]:
+                tensor_infos[extra] = self.extra_infos[extra]
+        meta = {
+            "source": "onnx",
+            "opset": max((o.version for o in self.proto.opset_import if o.domain in ("", "ai.onnx")), default=0),
+            "onnx_nodes": len(self.proto.graph.node),
+        }
+        if self.unknown_ops:
+            meta["unknown_ops"] = self.unknown_ops
+        return derive_training_graph(
+            self.name,
+            fwd_nodes,
+            tensor_infos,
+            graph_inputs,
+            output,
+            granularity=self.granularity,
+            optimizer=self.optimizer,
+            loss=self.loss,
+            meta=meta,
+        )
+
+    # ---------------------------------------------------------------- shapes
+    def _with_static_inputs(self, proto: onnx.ModelProto) -> onnx.ModelProto:
+        model = onnx.ModelProto()
+        model.CopyFrom(proto)
+        init_names = {t.name for t in model.graph.initializer}
+        known = {i.name for i in model.graph.input}
+        for name in self.input_shapes:
+            if name not in known:
+                raise MonetError(
+                    f"input_shapes names {name!r}, which is not a model input",
+                    field="input_shapes",
+                    fix=f"use one of: {', '.join(sorted(known - init_names))}",
+                )
+        for inp in model.graph.input:
+            if inp.name in init_names:
+                continue
+            dims = inp.type.tensor_type.shape.dim
+            if inp.name in self.input_shapes:
+                shape = list(self.input_shapes[inp.name])
+                del dims[:]
+                for d in shape:
+                    dims.add().dim_value = int(d)
+            elif self.batch is not None and dims and not dims[0].HasField("dim_value"):
+                dims[0].Clear()
+                dims[0].dim_value = int(self.batch)
+            for k, d in enumerate(dims):
+                if not d.HasField("dim_value") or d.dim_value <= 0:
+                    symbol = d.dim_param or "?"
+                    raise GraphError(
+                        f"input {inp.name!r} has symbolic or zero dimension {k} ({symbol!r})",
+                        field=f"graph.input.{inp.name}",
+                        fix="pass static shapes (--batch N or --input-shape NAME=1x3x224x224)",
+                    )
+        return model
+
+    def _collect_value_infos(self, graph) -> dict[str, tuple[tuple[int, ...] | None, int]]:
+        infos = {}
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            tt = vi.type.tensor_type
+            shape = None
+            if tt.HasField("shape"):
+                dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+                shape = None if any(d is None for d in dims) else tuple(dims)
+            infos[vi.name] = (shape, tt.elem_type)
+        for t in graph.initializer:
+            infos[t.name] = (tuple(t.dims), t.data_type)
+        return infos
+
+    def _shape(self, t: str) -> tuple[int, ...]:
+        shape, _ = self.infos.get(t, (None, 0))
+        if shape is None:
+            raise GraphError(
+                f"tensor {t!r} has no static shape after shape inference",
+                field=f"tensor {t}",
+                fix="export the model with static shapes, or pass --batch / --input-shape",
+            )
+        if any(d <= 0 for d in shape):
+            raise GraphError(
+                f"tensor {t!r} has shape {list(shape)} with a zero or negative dimension",
+                field=f"tensor {t}",
+                fix="every tensor needs positive dimensions; check the input shapes",
+            )
+        return shape
+
+    def _dtype(self, t: str) -> DType:
+        _, elem = self.infos.get(t, (None, onnx.TensorProto.FLOAT))
+        dt = _ONNX_DTYPES.get(elem)
+        if dt is None:
+            raise GraphError(
+                f"tensor {t!r} has unsupported element type "
+                f"{onnx.TensorProto.DataType.Name(elem) if elem else 'unknown'}",
+                field=f"tensor {t}",
+                fix="export the model in fp32, fp16, bf16 or int8",
+            )
+        if self.dtype is not None and dt.is_float:
+            return self.dtype
+        return dt
+
+    # ------------------------------------------------------------- constants
+    def _constant_values(self, nodes: list[_Node]) -> dict[str, np.ndarray | None]:
+        """Names that are constants; the value when it is known, else None.
+
+        Constants are Constant nodes, initializers that are not trained (integer
+        or single-element), and anything computed only from constants or from the
+        static shape of a tensor.  They are not tensors of the training graph.
+        """
+        values: dict[str, np.ndarray | None] = {}
+        for name, init in self.initializers.items():
+            if not _is_trainable_initializer(init):
+                values[name] = numpy_helper.to_array(init)
+        for n in nodes:
+            if n.op_type == "Constant":
+                values[n.outputs[0]] = _constant_attr_value(n)
+            elif n.op_type in SHAPE_OPS or (
+                n.inputs and all(i == "" or i in values for i in n.inputs)
+            ):
+                for out in n.outputs:
+                    values[out] = None
+            elif n.op_type == "ConstantOfShape" or n.op_type == "Range":
+                if all(i in values for i in n.inputs if i):
+                    for out in n.outputs:
+                        values[out] = None
+        return values
+
+    def _is_constant_node(self, n: _Node) -> bool:
+        return bool(n.outputs) and all(o in self.constants for o in n.outputs if o)
+
+    def _parameters(self, nodes: list[_Node]) -> set[str]:
+        buffers = set()
+        for n in nodes:
+            for slot in _BUFFER_SLOTS.get(n.op_type, ()):
+                if slot < len(n.inputs):
+                    buffers.add(n.inputs[slot])
+        return {
+            name
+            for name, init in self.initializers.items()
+            if name not in self.constants and name not in buffers
+        }
+
+    def _canonical(self, t: str) -> str:
+        while t in self.alias:
+            t = self.alias[t]
+        return t
+
+    def _all_tensors(self, fwd_nodes: list[FwdNode], graph_inputs: list[str]) -> list[str]:
+        names = list(graph_inputs)
+        for n in fwd_nodes:
+            names.extend(n.inputs)
+            names.append(n.outputs[0])
+        return list(dict.fromkeys(names))
+
+    def _pick_output(self, graph) -> str:
+        outputs = [o.name for o in graph.output]
+        if self.output_name is not None:
+            if self.output_name not in outputs:
+                raise MonetError(
+                    f"output {self.output_name!r} is not a model output",
+                    field="output",
+                    fix=f"use one of: {', '.join(outputs)}",
+                )
+            outputs = [self.output_name]
+        if len(outputs) != 1:
+            raise GraphError(
+                f"the model has {len(outputs)} outputs ({', '.join(outputs)}); the loss needs one",
+                field="graph.output",
+                fix="choose the logits with --output NAME",
+            )
+        out = self._canonical(outputs[0])
+        if out in self.constants or out in self.params or out not in self.produced:
+            raise GraphError(
+                f"model output {outputs[0]!r} is not computed from the inputs",
+                field="graph.output",
+                fix="export a model whose output depends on its inputs",
+            )
+        return out
+
+    # ---------------------------------------------------------------- lowering
+    def _lower(self, n: _Node) -> FwdNode:
+        inputs = [self._canonical(i) if i else "" for i in n.inputs]
+        rule = OP_RULES.get(n.op_type)
+        if rule is None:
+            if not self.allow_unknown:
+                raise UnsupportedOpError(
+                    f"op type {n.op_type!r} (node {n.name!r}) has no autodiff rule",
+                    field=f"node {n.name}",
+                    fix="pass --allow-unknown to treat it as elementwise, or replace the op",
+                )
+            warnings.warn(f"treating unknown op {n.op_type} (node {n.name}) as elementwise", stacklevel=3)
+            self.unknown_ops.append(f"{n.name}:{n.op_type}")
+            rule = _elementwise_unknown
+        ctx = _RuleContext(self, n, inputs)
+        fwd = rule(ctx)
+        fwd.name = n.name
+        fwd.members = n.members or (n.name,)
+        fwd.op_type = "Elementwise" if rule is _elementwise_unknown else n.op_type
+        self.used.update(t for t in fwd.inputs if t not in self.params)
+        for t in fwd.outputs:
+            if t in self.produced:
+                raise GraphError(f"tensor {t!r} is produced twice", field=f"node {n.name}",
+                                 fix="give every node output a unique name")
+            self.produced.add(t)
+        return fwd
+
+
+class _RuleContext:
+    """What a lowering rule may ask about its node."""
+
+    def __init__(self, importer: _Importer, node: _Node, inputs: list[str]):
+        self.importer = importer
+        self.node = node
+        self.all_inputs = inputs
+
+    def attr(self, key: str, default=None):
+        return self.node.attrs.get(key, default)
+
+    def is_tensor(self, t: str) -> bool:
+        return bool(t) and t not in self.importer.constants
+
+    def is_weight(self, t: str) -> bool:
+        return t in self.importer.params
+
+    @property
+    def tensors(self) -> list[str]:
+        """The node's inputs that are tensors of the training graph (not constants)."""
+        return [t for t in self.all_inputs if self.is_tensor(t)]
+
+    def input(self, k: int) -> str | None:
+        if k < len(self.all_inputs) and self.is_tensor(self.all_inputs[k]):
+            return self.all_inputs[k]
+        return None
+
+    def require(self, k: int, what: str) -> str:
+        t = self.input(k)
+        if t is None:
+            raise GraphError(
+                f"{self.node.op_type} node {self.node.name!r} is missing its {what} (input {k})",
+                field=f"node {self.node.name}.input[{k}]",
+                fix=f"give the node its {what}",
+            )
+        return t
+
+    def shape(self, t: str) -> tuple[int, ...]:
+        return self.importer._shape(t)
+
+    def in_shape(self, k: int) -> tuple[int, ...]:
+        """Shape of input ``k`` as this node sees it (a view may differ from the tensor it aliases)."""
+        return self.importer._shape(self.node.inputs[k])
+
+    @property
+    def out(self) -> str:
+        out = self.node.outputs[0]
+        if not out:
+            raise GraphError(f"node {self.node.name!r} has no output", field=f"node {self.node.name}",
+                             fix="give the node an output")
+        return out
+
+    def out_numel(self) -> int:
+        return math.prod(self.shape(self.out))
+
+    def extra(self, suffix: str, shape: tuple[int, ...], dtype: DType) -> str:
+        tid = f"{self.node.name}.{suffix}"
+        self.importer.extra_infos[tid] = TensorInfo(shape, dtype)
+        return tid
+
+    def float_dtype(self) -> DType:
+        return self.importer._dtype(self.out)
+
+
+# ------------------------------------------------------------------- op rules
+# Each rule returns a FwdNode whose ``needs`` follow what PyTorch autograd saves
+# (formulations/training_graph.md, table T1).  FLOPs outside the MAC array are
+# per-element estimates; MACs are exact.
+
+def _rule_conv(c: _RuleContext) -> FwdNode:
+    x, w, b = c.require(0, "input"), c.require(1, "weight"), c.input(2)
+    xs, ws, ys = c.in_shape(0), c.in_shape(1), c.shape(c.out)
+    group = int(c.attr("group", 1))
+    kernel = ws[2:]
+    macs = math.prod(ys) * ws[1] * math.prod(kernel)
+    spatial_out = ys[2:]
+    spatial_in = xs[2:]
+    strides = list(c.attr("strides", [1] * len(kernel)))
+    dims = {"B": ys[0], "K": ws[0], "C": ws[1], "G": group}
+    names_out = ("OY", "OX") if len(spatial_out) == 2 else tuple(f"O{i}" for i in range(len(spatial_out)))
+    for key, size in zip(names_out[-len(spatial_out):], spatial_out):
+        dims[key] = size
+    for key, size in zip(("FY", "FX")[-len(kernel):] if len(kernel) <= 2 else [f"F{i}" for i in range(len(kernel))], kernel):
+        dims[key] = size
+    for key, size in zip(("IY", "IX")[-len(spatial_in):] if len(spatial_in) <= 2 else [f"I{i}" for i in range(len(spatial_in))], spatial_in):
+        dims[key] = size
+    for key, size in zip(("SY", "SX")[-len(strides):] if len(strides) <= 2 else [f"S{i}" for i in range(len(strides))], strides):
+        dims[key] = int(size)
+    inputs = [x, w] + ([b] if b else [])
+    needs = {x: {w}, w: {x}}
+    grad_macs = {x: macs, w: macs}
+    grad_flops = {}
+    if b:
+        needs[b] = set()
+        grad_flops[b] = math.prod(ys)
+    return FwdNode(c.node.name, "Conv", inputs, [c.out], macs=macs, flops=2 * macs + (math.prod(ys) if b else 0),
+                   dims=dims, needs=needs, grad_macs=grad_macs, grad_flops=grad_flops)
+
+
+def _matmul_node(c: _RuleContext, a: str, b: str, k: int, bias: str | None) -> FwdNode:
+    ys = c.shape(c.out)
+    numel = math.prod(ys)
+    macs = numel * k
+    m = ys[-2] if len(ys) >= 2 else 1
+    n = ys[-1] if ys else 1
+    dims = {"B": numel // max(1, m * n), "M": m, "N": n, "K": k}
+    inputs = [a, b] + ([bias] if bias else [])
+    needs = {a: {b}, b: {a}}
+    # Both operands may be views of one tensor (q and k of a fused qkv): two gradients.
+    grad_macs = {a: 2 * macs} if a == b else {a: macs, b: macs}
+    grad_flops = {}
+    if bias:
+        needs[bias] = set()
+        grad_flops[bias] = numel
+    return FwdNode(c.node.name, c.node.op_type, list(dict.fromkeys(inputs)), [c.out], macs=macs,
+                   flops=2 * macs + (numel if bias else 0), dims=dims, needs=needs,
+                   grad_macs=grad_macs, grad_flops=grad_flops)
+
+
+def _rule_gemm(c: _RuleContext) -> FwdNode:
+    a, b, bias = c.require(0, "input A"), c.require(1, "input B"), c.input(2)
+    sa = c.in_shape(0)
+    k = sa[0] if c.attr("transA", 0) else sa[1]
+    return _matmul_node(c, a, b, k, bias)
+
+
+def _rule_matmul(c: _RuleContext) -> FwdNode:
+    a, b = c.all_inputs[0], c.all_inputs[1]
+    if not (c.is_tensor(a) and c.is_tensor(b)):
+        # A product with a constant: its gradient needs only that constant.
+        t = a if c.is_tensor(a) else b
+        k = c.in_shape(0)[-1]
+        numel = c.out_numel()
+        return FwdNode(c.node.name, "MatMul", [t], [c.out], macs=numel * k, flops=2 * numel * k,
+                       dims={"N": numel, "K": k}, needs={t: set()}, grad_macs={t: numel * k})
+    return _matmul_node(c, a, b, c.in_shape(0)[-1], None)
+
+
+def _unary(save: str, flops_per_elem: int, grad_flops_per_elem: int) -> Callable[[_RuleContext], FwdNode]:
+    """A one-input elementwise op saving its input ("in"), its output ("out") or nothing."""
+
+    def rule(c: _RuleContext) -> FwdNode:
+        x = c.require(0, "input")
+        numel = c.out_numel()
+        saved = {"in": {x}, "out": {c.out}, "none": set()}[save]
+        return FwdNode(c.node.name, c.node.op_type, [x], [c.out], flops=flops_per_elem * numel,
+                       dims={"N": numel}, needs={x: saved}, grad_flops={x: grad_flops_per_elem * numel})
+
+    return rule
+
+
+def _rule_binary(c: _RuleContext) -> FwdNode:
+    """Add, Sub, Mul, Div: a product or quotient saves the operands its gradients read."""
+    a, b = c.all_inputs[0], c.all_inputs[1]
+    numel = c.out_numel()
+    tensors = [t for t in (a, b) if c.is_tensor(t)]
+    if not tensors:
+        raise GraphError(f"node {c.node.name!r} has only constant inputs", field=f"node {c.node.name}",
+                         fix="fold the constant expression")
+    needs: dict[str, set[str]] = {}
+    op = c.node.op_type
+    for t in tensors:
+        other = b if t == a else a
+        if op in ("Add", "Sub"):
+            needs[t] = set()
+        elif op == "Mul":
+            needs[t] = {other} if c.is_tensor(other) else set()
+        elif t == a:  # d(a/b)/da = 1/b
+            needs[t] = {b} if c.is_tensor(b) else set()
+        else:  # d(a/b)/db = -a/b^2
+            needs[t] = {x for x in (a, b) if c.is_tensor(x)}
+    grad = {t: numel * (1 if op in ("Add", "Sub") else 2) for t in tensors}
+    return FwdNode(c.node.name, op, list(dict.fromkeys(tensors)), [c.out], flops=numel, dims={"N": numel},
+                   needs=needs, grad_flops=grad)
+
+
+def _rule_norm(c: _RuleContext) -> FwdNode:
+    """BatchNorm / LayerNorm (training mode): save the input and the statistics."""
+    x = c.require(0, "input")
+    scale, bias = c.input(1), c.input(2)
+    xs = c.in_shape(0)
+    numel = math.prod(xs)
+    if c.node.op_type == "BatchNormalization":
+        groups = xs[1] if len(xs) > 1 else 1
+        stats = c.extra("stats", (2, groups), DType.FP32)  # save_mean, save_invstd
+    else:
+        axis = int(c.attr("axis", -1)) % len(xs)
+        groups = math.prod(xs[:axis]) if axis else 1
+        stats = c.extra("stats", (2, groups), DType.FP32)  # mean, rstd
+    needs: dict[str, set[str]] = {x: {x, stats} | ({scale} if scale else set())}
+    grad_flops = {x: 8 * numel}
+    inputs = [x]
+    for p in (scale, bias):
+        if p:
+            inputs.append(p)
+            needs[p] = {x, stats} if p == scale else set()
+            grad_flops[p] = 2 * numel
+    return FwdNode(c.node.name, c.node.op_type, inputs, [c.out, stats], flops=5 * numel,
+                   dims={"N": numel, "C": groups}, needs=needs, grad_flops=grad_flops)
+
+
+def _rule_maxpool(c: _RuleContext) -> FwdNode:
+    x = c.require(0, "input")
+    ys = c.shape(c.out)
+    window = math.prod(c.attr("kernel_shape", [1]))
+    indices = c.extra("indices", ys, DType.INT64)
+    numel = math.prod(ys)
+    return FwdNode(c.node.name, "MaxPool", [x], [c.out, indices], flops=window * numel,
+                   dims={"N": numel, "W": window}, needs={x: {x, indices}}, grad_flops={x: numel})
+
+
+def _rule_avgpool(c: _RuleContext) -> FwdNode:
+    x = c.require(0, "input")
+    numel_in = math.prod(c.in_shape(0))
+    return FwdNode(c.node.name, c.node.op_type, [x], [c.out], flops=numel_in, dims={"N": numel_in},
+                   needs={x: {x}}, grad_flops={x: numel_in})
+
+
+def _rule_reduce(c: _RuleContext) -> FwdNode:
+    x = c.require(0, "input")
+    numel_in = math.prod(c.in_shape(0))
+    return FwdNode(c.node.name, c.node.op_type, [x], [c.out], flops=numel_in, dims={"N": numel_in},
+                   needs={x: set()}, grad_flops={x: numel_in})
+
+
+def _rule_concat(c: _RuleContext) -> FwdNode:
+    tensors = list(dict.fromkeys(c.tensors))
+    numel = c.out_numel()
+    return FwdNode(c.node.name, "Concat", tensors, [c.out], dims={"N": numel},
+                   needs={t: set() for t in tensors}, grad_flops={t: 0 for t in tensors})
+
+
+def _rule_gather(c: _RuleContext) -> FwdNode:
+    data, indices = c.all_inputs[0], c.input(1)
+    if not c.is_tensor(data):
+        raise GraphError(f"Gather node {c.node.name!r} gathers from a constant", field=f"node {c.node.name}",
+                         fix="fold the constant expression")
+    numel = c.out_numel()
+    inputs = [data] + ([indices] if indices else [])
+    # The embedding backward scatters the output gradient back by index: it reads the indices.
+    needs = {data: {indices} if indices else set()}
+    return FwdNode(c.node.name, "Gather", inputs, [c.out], dims={"N": numel}, needs=needs,
+                   grad_flops={data: numel})
+
+
+def _rule_clip(c: _RuleContext) -> FwdNode:
+    return _unary("in", 2, 1)(c)
+
+
+def _elementwise_unknown(c: _RuleContext) -> FwdNode:
+    tensors = list(dict.fromkeys(c.tensors))
+    if not tensors:
+        raise GraphError(f"node {c.node.name!r} has no tensor inputs", field=f"node {c.node.name}",
+                         fix="fold the constant expression")
+    if c.importer.infos.get(c.out, (None, 0))[0] is None:
+        # Shape inference knows nothing of the op: elementwise means shaped like its first input.
+        first = next(k for k, t in enumerate(c.node.inputs) if c.is_tensor(c.all_inputs[k]))
+        c.importer.infos[c.out] = (c.in_shape(first), c.importer.infos[c.node.inputs[first]][1])
+    numel = c.out_numel()
+    return FwdNode(c.node.name, "Elementwise", tensors, [c.out], flops=numel, dims={"N": numel},
+                   needs={t: {t} for t in tensors}, grad_flops={t: numel for t in tensors})
+
+
+OP_RULES: dict[str, Callable[[_RuleContext], FwdNode]] = {
+    "Conv": _rule_conv,
+    "Gemm": _rule_gemm,
+    "MatMul": _rule_matmul,
+    "Relu": _unary("out", 1, 1),
+    "LeakyRelu": _unary("in", 2, 2),
+    "Clip": _rule_clip,
+    "Sigmoid": _unary("out", 4, 2),
+    "Tanh": _unary("out", 4, 2),
+    "Gelu": _unary("in", 8, 10),
+    "Erf": _unary("in", 6, 6),
+    "Exp": _unary("out", 4, 1),
+    "Sqrt": _unary("out", 4, 2),
+    "Pow": _unary("in", 2, 3),
+    "Neg": _unary("none", 1, 1),
+    "Reciprocal": _unary("out", 1, 2),
+    "Cast": _unary("none", 1, 1),
+    "Softmax": _unary("out", 5, 4),
+    "Add": _rule_binary,
+    "Sub": _rule_binary,
+    "Mul": _rule_binary,
+    "Div": _rule_binary,
+    "BatchNormalization": _rule_norm,
+    "LayerNormalization": _rule_norm,
+    "MaxPool": _rule_maxpool,
+    "AveragePool": _rule_avgpool,
+    "GlobalAveragePool": _rule_avgpool,
+    "ReduceMean": _rule_reduce,
+    "ReduceSum": _rule_reduce,
+    "Concat": _rule_concat,
+    "Gather": _rule_gather,
+}
+
+#: Every ONNX op type the importer understands (rules, views, constants, shape ops).
+SUPPORTED_OPS = frozenset(OP_RULES) | VIEW_OPS | SHAPE_OPS | {"Constant", "ConstantOfShape", "Range"}
+
+
+# ------------------------------------------------------------------ patterns
+def _fuse_patterns(nodes: list[_Node], constants: Mapping[str, np.ndarray | None]) -> list[_Node]:
+    """Replace the Erf-GELU and LayerNorm decompositions by single nodes."""
+    for matcher in (_match_gelu, _match_layernorm):
+        while True:
+            producer = {o: n for n in nodes for o in n.outputs}
+            readers: dict[str, list[_Node]] = {}
+            for n in nodes:
+                for i in n.inputs:
+                    readers.setdefault(i, []).append(n)
+            for n in nodes:
+                found = matcher(n, producer, readers, constants)
+                if found is not None:
+                    fused, members = found
+                    ids = {id(m) for m in members}
+                    last = max(k for k, m in enumerate(nodes) if id(m) in ids)
+                    kept = [m for m in nodes[: last + 1] if id(m) not in ids]
+                    # The fused node takes the place of its last member, after all its inputs.
+                    nodes = kept + [fused] + nodes[last + 1 :]
+                    break
+            else:
+                break
+    return nodes
+
+
+def _sole_reader(t: str, readers, op_type: str | tuple[str, ...]) -> _Node | None:
+    rs = readers.get(t, [])
+    types = (op_type,) if isinstance(op_type, str) else op_type
+    return rs[0] if len(rs) == 1 and rs[0].op_type in types else None
+
+
+def _const_value(t: str, constants) -> float | None:
+    value = constants.get(t)
+    if value is None or np.size(value) != 1:
+        return None
+    return float(np.asarray(value).reshape(()))
+
+
+def _other(n: _Node, t: str) -> str:
+    return n.inputs[1] if n.inputs[0] == t else n.inputs[0]
+
+
+def _match_gelu(erf: _Node, producer, readers, constants):
+    """x -> Div(sqrt 2) | Mul(1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), in either Mul order."""
+    if erf.op_type != "Erf":
+        return None
+    scale = producer.get(erf.inputs[0])
+    if scale is None or scale.op_type not in ("Div", "Mul") or len(readers.get(scale.outputs[0], [])) != 1:
+        return None
+    x = next((i for i in scale.inputs if i not in constants), None)
+    k = next((i for i in scale.inputs if i in constants), None)
+    if x is None or k is None:
+        return None
+    kv = _const_value(k, constants)
+    if kv is None or not math.isclose(kv if scale.op_type == "Div" else 1 / kv, math.sqrt(2), rel_tol=1e-3):
+        return None
+    add = _sole_reader(erf.outputs[0], readers, "Add")
+    if add is None or _const_value(_other(add, erf.outputs[0]), constants) != 1.0:
+        return None
+    m1 = _sole_reader(add.outputs[0], readers, "Mul")
+    if m1 is None:
+        return None
+    partner = _other(m1, add.outputs[0])
+    if partner == x:
+        m2 = _sole_reader(m1.outputs[0], readers, "Mul")
+        if m2 is None or _const_value(_other(m2, m1.outputs[0]), constants) != 0.5:
+            return None
+        members, out = [scale, erf, add, m1, m2], m2.outputs[0]
+    else:
+        half = producer.get(partner)
+        if (half is None or half.op_type != "Mul" or x not in half.inputs
+                or _const_value(_other(half, x), constants) != 0.5
+                or len(readers.get(half.outputs[0], [])) != 1):
+            return None
+        members, out = [half, scale, erf, add, m1], m1.outputs[0]
+    name = _pattern_name(members, "gelu")
+    return _Node(name, "Gelu", [x], [out], {}, tuple(m.name for m in members)), members
+
+
+def _match_layernorm(mean: _Node, producer, readers, constants):
+    """x -> ReduceMean -> Sub -> Pow(2) -> ReduceMean -> Add(eps) -> Sqrt -> Div [-> Mul(g) -> Add(b)]."""
+    if mean.op_type != "ReduceMean":
+        return None
+    x = mean.inputs[0]
+    subs = [r for r in readers.get(mean.outputs[0], []) if r.op_type == "Sub" and r.inputs == [x, mean.outputs[0]]]
+    if len(subs) != 1 or len(readers.get(mean.outputs[0], [])) != 1:
+        return None
+    sub = subs[0]
+    centred = readers.get(sub.outputs[0], [])
+    pow_ = next((r for r in centred if r.op_type == "Pow"), None)
+    div = next((r for r in centred if r.op_type == "Div" and r.inputs[0] == sub.outputs[0]), None)
+    if pow_ is None or div is None or len(centred) != 2 or _const_value(pow_.inputs[1], constants) != 2.0:
+        return None
+    var = _sole_reader(pow_.outputs[0], readers, "ReduceMean")
+    eps = var and _sole_reader(var.outputs[0], readers, "Add")
+    sqrt = eps and _sole_reader(eps.outputs[0], readers, "Sqrt")
+    if sqrt is None or _sole_reader(sqrt.outputs[0], readers, "Div") is not div:
+        return None
+    epsilon = _const_value(_other(eps, var.outputs[0]), constants)
+    if epsilon is None:
+        return None
+    members = [mean, sub, pow_, var, eps, sqrt, div]
+    inputs, out = [x], div.outputs[0]
+    gamma_node = _sole_reader(out, readers, "Mul")
+    if gamma_node is not None and _other(gamma_node, out) not in constants:
+        members.append(gamma_node)
+        inputs.append(_other(gamma_node, out))
+        out = gamma_node.outputs[0]
+        beta_node = _sole_reader(out, readers, "Add")
+        if beta_node is not None and _other(beta_node, out) not in constants:
+            members.append(beta_node)
+            inputs.append(_other(beta_node, out))
+            out = beta_node.outputs[0]
+    name = _pattern_name(members, "layernorm")
+    attrs = {"axis": -1, "epsilon": epsilon}
+    return _Node(name, "LayerNormalization", inputs, [out], attrs, tuple(m.name for m in members)), members
+
+
+def _pattern_name(members: list[_Node], kind: str) -> str:
+    names = [m.name for m in members]
+    prefix = ""
+    for chars in zip(*names):
+        if len(set(chars)) != 1:
+            break
+        prefix += chars[0]
+    prefix = prefix.rstrip("/._-:")
+    return f"{prefix}/{kind}" if prefix else f"{names[0]}/{kind}"
+
+
+# -------------------------------------------------------------------- utils
+def _is_trainable_initializer(init: onnx.TensorProto) -> bool:
+    """Float initializers with more than one element are trained; the rest are constants."""
+    dt = _ONNX_DTYPES.get(init.data_type)
+    return dt is not None and dt.is_float and math.prod(init.dims) > 1
+
+
+def _constant_attr_value(n: _Node) -> np.ndarray | None:
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        if key in n.attrs:
+            value = n.attrs[key]
+            if isinstance(value, onnx.TensorProto):
+                return numpy_helper.to_array(value)
+            return np.asarray(value)
+    return None
+
+
+def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+    except Exception as err:
+        raise InputFormatError(
+            f"ONNX shape inference failed: {err}",
+            field="graph",
+            fix="check the model with onnx.checker, or export it with static shapes",
+        ) from None
+
+
+def _shape_unknown_ops_elementwise(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Give outputs of ops without a rule their first input's shape, and infer onwards."""
+    for _ in range(len(model.graph.node)):
+        typed = {vi.name: vi.type for vi in list(model.graph.input) + list(model.graph.value_info)
+                 + list(model.graph.output) if vi.type.tensor_type.HasField("shape")}
+        typed.update({t.name: None for t in model.graph.initializer})
+        pending = [
+            n for n in model.graph.node
+            if n.op_type not in SUPPORTED_OPS and n.input and n.input[0] in typed
+            and typed[n.input[0]] is not None and any(o not in typed for o in n.output)
+        ]
+        if not pending:
+            return model
+        for n in pending:
+            for out in n.output:
+                if out not in typed:
+                    vi = model.graph.value_info.add()
+                    vi.name = out
+                    vi.type.CopyFrom(typed[n.input[0]])
+        model = _infer_shapes(model)
+    return model
+
+
+def _topological_nodes(nodes: list[_Node]) -> list[_Node]:
+    """ONNX requires nodes in topological order; sort anyway, and name any cycle."""
+    import networkx as nx
+
+    producer = {o: k for k, n in enumerate(nodes) for o in n.outputs if o}
+    g = nx.DiGraph()
+    g.add_nodes_from(range(len(nodes)))
+    for k, n in enumerate(nodes):
+        for i in n.inputs:
+            if i in producer:
+                g.add_edge(producer[i], k)
+    try:
+        cycle = nx.find_cycle(g)
+    except nx.NetworkXNoCycle:
+        return [nodes[k] for k in nx.lexicographical_topological_sort(g)]
+    path = " -> ".join(nodes[u].name for u, _ in cycle) + f" -> {nodes[cycle[0][0]].name}"
+    raise GraphError(
+        f"the ONNX graph has a cycle: {path}",
+        field=f"node {nodes[cycle[0][0]].name}",
+        fix="a model must be a DAG; re-export it",
+    )
+
+
+def _check_unique_names(nodes: list[_Node]) -> None:
+    seen: dict[str, int] = {}
+    for n in nodes:
+        if n.name in seen:
+            seen[n.name] += 1
+            n.name = f"{n.name}_{seen[n.name]}"
+        else:
+            seen[n.name] = 0

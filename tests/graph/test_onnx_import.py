@@ -1,0 +1,232 @@
+"""ONNX import: autodiff rules, fusion, views, constants and every bad-input case."""
+
+from __future__ import annotations
+
+import onnx
+import pytest
+from onnx import helper
+
+from monet_ilp.errors import GraphError, InputFormatError, MonetError, UnsupportedOpError
+from monet_ilp.graph import OpKind, TensorKind, from_onnx
+
+from . import onnx_builders as ob
+
+
+def _forward(g):
+    return [op for op in g.ops if op.kind is OpKind.FORWARD]
+
+
+@pytest.mark.parametrize("granularity", ["layer", "op"])
+def test_mlp_ops_and_saved_tensors(granularity):
+    g = from_onnx(ob.mlp(), granularity=granularity)
+    fwd = _forward(g)
+    assert len(fwd) == (3 if granularity == "layer" else 5)
+    # The first layer reads the input, which needs no gradient: no MACs for it in dX.
+    assert "grad(x)" not in {t.id for t in g.tensors}
+    assert all(op.macs == 0 for op in g.ops if op.id == "dX:fc0")
+    assert {t.id for t in g.saved_tensors()} == {"x", "a0", "a1", "labels", "loss.log_probs"}
+    # Forward MACs are the sum of the three products; backward doubles them, minus fc0's dX.
+    fwd_macs = 8 * (16 * 32 + 32 * 32 + 32 * 4)
+    assert sum(op.macs for op in fwd) == fwd_macs
+    assert sum(op.macs for op in g.ops if op.is_backward) == 2 * fwd_macs - 8 * 16 * 32
+
+
+def test_granularities_agree_on_work_and_saved_bytes():
+    layer, op = (from_onnx(ob.residual_block(), granularity=k) for k in ("layer", "op"))
+    assert sum(o.macs for o in layer.ops) == sum(o.macs for o in op.ops)
+    assert sum(t.bytes for t in layer.saved_tensors()) == sum(t.bytes for t in op.saved_tensors())
+    assert len(_forward(layer)) < len(_forward(op))
+
+
+def test_layer_fusion_absorbs_tails_and_stops_at_branches():
+    g = from_onnx(ob.residual_block(), granularity="layer")
+    members = {op.id: op.members for op in _forward(g)}
+    assert members["F:stem"] == ("stem", "stem_bn", "stem_relu")
+    # conv1's tail runs through the residual add and the relu.
+    assert members["F:conv1"] == ("conv1", "bn1", "add", "relu1", "pool")
+    # Both readers of the stem's output sit in one layer: one gradient comes back.
+    assert [t for t in g.op("dX:stem").inputs if t.startswith("grad(r0)")] == ["grad(r0)"]
+    # Per op, the stem's output feeds conv1 and the skip: two partial gradients, both summed.
+    per_op = from_onnx(ob.residual_block(), granularity="op")
+    partials = [t for t in per_op.op("dX:stem_relu").inputs if t.startswith("grad(r0)")]
+    assert sorted(partials) == ["grad(r0)@add", "grad(r0)@conv1"]
+
+
+def test_batchnorm_saves_input_and_statistics():
+    g = from_onnx(ob.residual_block(), granularity="op")
+    saved = {t.id for t in g.saved_tensors()}
+    assert {"c0", "stem_bn.stats", "c1", "bn1.stats"} <= saved
+    stats = g.tensor("bn1.stats")
+    assert stats.bytes == 2 * 4 * 4  # mean and invstd, 4 channels, fp32
+    # Running statistics are buffers, not trained weights.
+    weights = {t.id for t in g.tensors_of_kind(TensorKind.WEIGHT)}
+    assert "m0" not in weights and "g0" in weights
+
+
+@pytest.mark.parametrize("half_first", [False, True])
+def test_erf_gelu_decomposition_is_one_gelu(half_first):
+    g = from_onnx(ob.gelu_decomposed(half_first=half_first), granularity="op")
+    types = [op.op_type for op in _forward(g)]
+    assert types == ["MatMul", "Gelu", "MatMul"]
+    gelu = next(op for op in _forward(g) if op.op_type == "Gelu")
+    assert len(gelu.members) == 5
+    # GELU saves its input (the matmul output).
+    assert "h" in {t.id for t in g.saved_tensors()}
+
+
+@pytest.mark.parametrize("opset", [17])
+def test_layernorm_decomposition_is_one_layernorm(opset):
+    g = from_onnx(ob.layernorm_decomposed(opset=opset), granularity="op")
+    fwd = _forward(g)
+    assert [op.op_type for op in fwd] == ["LayerNormalization", "MatMul"]
+    ln = fwd[0]
+    assert set(ln.inputs) == {"x", "gamma", "beta"}
+    assert len(ln.members) == 9
+    dw = g.op(f"dW:{ln.layer}")
+    assert {"grad(gamma)", "grad(beta)"} == set(dw.outputs)
+
+
+def test_views_alias_and_shape_arithmetic_folds():
+    g = from_onnx(ob.attention_with_views(), granularity="op")
+    types = [op.op_type for op in _forward(g)]
+    assert types == ["MatMul", "MatMul", "Div", "Softmax", "MatMul", "MatMul"]
+    # Split/Reshape/Transpose are views of qkv: q, k and v are all the qkv tensor.
+    scores = next(op for op in _forward(g) if op.id == "F:scores")
+    assert scores.inputs == ("qkv",)
+    assert scores.macs == 2 * 2 * 4 * 4 * 4  # batch*heads, T x T, dh
+    assert {"qkv", "p"} <= {t.id for t in g.saved_tensors()}
+
+
+def test_layer_granularity_fuses_attention_scores_with_softmax():
+    g = from_onnx(ob.attention_with_views(), granularity="layer")
+    assert [op.op_type for op in _forward(g)] == ["MatMul", "MatMul+Div+Softmax", "MatMul", "MatMul"]
+
+
+@pytest.mark.parametrize("optimizer,states", [("sgd", 0), ("momentum", 1), ("adam", 2)])
+def test_optimizer_state_per_weight(optimizer, states):
+    g = from_onnx(ob.mlp(), optimizer=optimizer)
+    weights = g.tensors_of_kind(TensorKind.WEIGHT)
+    assert len(g.tensors_of_kind(TensorKind.OPTIMIZER_STATE)) == states * len(weights)
+    updates = g.ops_of_kind(OpKind.OPTIMIZER)
+    assert len(updates) == len(weights)
+    for op in updates:
+        assert op.updates[0] in {w.id for w in weights} and len(op.updates) == 1 + states
+    assert sum(t.bytes for t in g.tensors_of_kind(TensorKind.WEIGHT_GRAD)) == sum(w.bytes for w in weights)
+
+
+def test_dtype_override_scales_float_tensors_only():
+    fp32 = from_onnx(ob.mlp())
+    bf16 = from_onnx(ob.mlp(), dtype="bf16")
+    assert bf16.tensor("a0").bytes * 2 == fp32.tensor("a0").bytes
+    assert bf16.tensor("labels").bytes == fp32.tensor("labels").bytes  # int64 stays
+
+
+def test_loaded_from_file_and_round_trips(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(ob.mlp(), path)
+    g = from_onnx(path)
+    assert g.name == "mlp"
+    again = type(g).from_dict(g.to_dict())
+    assert again == g
+
+
+# ----------------------------------------------------------------- bad input
+def test_unknown_op_names_type_and_node():
+    m = ob.mlp()
+    m.graph.node[1].op_type = "Swish"
+    with pytest.raises(UnsupportedOpError) as err:
+        from_onnx(m)
+    assert "'Swish'" in str(err.value) and "relu0" in str(err.value) and "--allow-unknown" in str(err.value)
+
+
+def test_allow_unknown_treats_op_as_elementwise():
+    m = ob.mlp()
+    m.graph.node[1].op_type = "Swish"
+    with pytest.warns(UserWarning, match="Swish"):
+        g = from_onnx(m, allow_unknown=True, granularity="op")
+    assert g.meta["unknown_ops"] == ["relu0:Swish"]
+    assert g.op("F:relu0").op_type == "Elementwise"
+
+
+def test_truncated_onnx_file(tmp_path):
+    path = tmp_path / "cut.onnx"
+    data = ob.mlp().SerializeToString()
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(InputFormatError) as err:
+        from_onnx(path)
+    assert str(path) in str(err.value) and "fix:" in str(err.value)
+
+
+def test_garbage_onnx_file(tmp_path):
+    path = tmp_path / "junk.onnx"
+    path.write_bytes(b"\xff\x00 this is not protobuf \x13\x37" * 10)
+    with pytest.raises(InputFormatError, match="junk.onnx"):
+        from_onnx(path)
+
+
+def test_missing_file():
+    with pytest.raises(InputFormatError, match="file not found"):
+        from_onnx("/nonexistent/model.onnx")
+
+
+def test_cycle_is_reported_with_node_names():
+    m = ob.mlp()
+    # fc0 now reads relu1's output: fc0 -> relu0 -> fc1 -> relu1 -> fc0.
+    m.graph.node[0].input[0] = "a1"
+    with pytest.raises(GraphError, match="cycle") as err:
+        from_onnx(m)
+    assert "fc0" in str(err.value)
+
+
+def test_symbolic_batch_needs_a_static_shape():
+    m = ob.mlp()
+    dim = m.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.Clear()
+    dim.dim_param = "N"
+    with pytest.raises(GraphError, match="symbolic") as err:
+        from_onnx(m)
+    assert "--batch" in str(err.value)
+    assert from_onnx(m, batch=8).tensor("x").shape == (8, 16)
+    assert from_onnx(m, input_shapes={"x": [3, 16]}).tensor("x").shape == (3, 16)
+
+
+def test_zero_size_input_is_rejected():
+    m = ob.mlp()
+    m.graph.input[0].type.tensor_type.shape.dim[0].dim_value = 0
+    with pytest.raises(GraphError, match="zero"):
+        from_onnx(m)
+
+
+def test_missing_required_input():
+    m = ob.mlp()
+    del m.graph.node[0].input[1:]  # Gemm without B
+    with pytest.raises(MonetError, match="fc0"):
+        from_onnx(m)
+
+
+def test_dead_node_has_no_path_to_loss():
+    m = ob.mlp()
+    m.graph.node.append(helper.make_node("Relu", ["a0"], ["dead"], name="dead_relu"))
+    with pytest.raises(GraphError, match="no path to the loss") as err:
+        from_onnx(m, granularity="op")
+    assert "dead_relu" in str(err.value)
+
+
+def test_several_outputs_need_a_choice():
+    m = ob.mlp()
+    m.graph.output.append(helper.make_tensor_value_info("a0", onnx.TensorProto.FLOAT, [8, 32]))
+    with pytest.raises(GraphError, match="2 outputs"):
+        from_onnx(m)
+    with pytest.raises(MonetError, match="not a model output"):
+        from_onnx(m, output="nope")
+    # Choosing the logits leaves a0 feeding fc1 as before.
+    assert from_onnx(m, output="y").has_loss
+
+
+def test_bad_options():
+    with pytest.raises(MonetError, match="granularity"):
+        from_onnx(ob.mlp(), granularity="block")
+    with pytest.raises(MonetError, match="optimizer"):
+        from_onnx(ob.mlp(), optimizer="lion")
+    with pytest.raises(MonetError, match="dtype"):
+        from_onnx(ob.mlp(), dtype="int64")
