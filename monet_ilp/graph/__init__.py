@@ -8,7 +8,9 @@ generator (:func:`random_layered`).
 
 from monet_ilp.graph.analysis import GraphSummary, MemoryPeak, store_all_peak, summarize
 from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph
+from monet_ilp.graph.node_link import from_node_link, save_node_link, to_node_link
 from monet_ilp.graph.onnx_import import SUPPORTED_OPS, from_onnx
+from monet_ilp.graph.random_dag import random_layered
 
 __all__ = [
     "DType",
@@ -20,7 +22,11 @@ __all__ = [
     "Tensor",
     "TensorKind",
     "TrainingGraph",
+    "from_node_link",
     "from_onnx",
+    "random_layered",
+    "save_node_link",
     "store_all_peak",
     "summarize",
+    "to_node_link",
 ]

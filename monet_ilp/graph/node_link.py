@@ -1,0 +1,554 @@
+"""Import and export of networkx node-link JSON graphs in the Checkmate/Moccasin form.
+
+A graph builder: it turns the DAG files of the rematerialisation literature into a
+:class:`~monet_ilp.graph.ir.TrainingGraph`, and writes any TrainingGraph back out.
+
+Accepted input
+--------------
+The JSON that ``networkx.node_link_data`` writes for a directed graph (simple or
+multi-), in either of two spellings of the node attributes:
+
+=================  ============================  =============================
+                   Form A ("checkmate")          Form B ("moccasin")
+=================  ============================  =============================
+compute cost       ``cost_cpu`` (number >= 0)    ``duration`` (number >= 0)
+output size        ``cost_ram`` (bytes, > 0)     ``out_cost`` (bytes, > 0)
+=================  ============================  =============================
+
+Optional node attributes: ``backward`` (bool, default false), ``name`` (str),
+``layer`` (str) and ``virtual`` (bool; see :func:`to_node_link`).  Edges are read
+from ``"links"`` or ``"edges"``; each ``{"source": u, "target": v}`` means *v reads
+u's output*.  Parallel edges of a multigraph (keys ``"0"``, ``"1"``, ...) collapse
+into one.  Node ids may be ints or strings; op ids are ``str(id)``.
+
+If the file carries ``"order"`` (in ``data["graph"]`` or at the top level), it is
+the op order and must be a topological order of every node; otherwise a stable
+topological order of the node list is used.
+
+Mapping onto the IR
+-------------------
+Each node becomes one op (``op_type`` ``"node"``, kind ``forward`` or, when
+``backward`` is true, ``backward_data``; ``cost`` = the compute cost, kept ``int``
+when it is one; ``macs = flops = 0``) with exactly one shapeless fp32 output tensor
+named :func:`output_tensor_id` (kind ``activation`` or ``activation_grad``;
+``bytes`` = the output size).  A node ``name`` distinct from its id is kept as the
+op's single ``members`` entry.
+
+Errors
+------
+Every failure names the file (when read from one), the field and the fix:
+:class:`~monet_ilp.errors.InputFormatError` for malformed input (not JSON, missing
+``nodes``/``links``, a node without cost or size, wrong value types, an ``order``
+that is not a permutation of the nodes) and :class:`~monet_ilp.errors.GraphError`
+for a structurally wrong graph (size <= 0, negative cost, an edge naming an unknown
+node, a self loop, a cycle, an ``order`` that is not topological).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from monet_ilp.errors import GraphError, InputFormatError, MonetError
+from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph, read_json
+
+__all__ = [
+    "from_node_link",
+    "node_op",
+    "output_tensor_id",
+    "save_node_link",
+    "to_node_link",
+]
+
+# The two accepted spellings of each required node attribute, Form A first.
+COST_KEYS = ("cost_cpu", "duration")
+SIZE_KEYS = ("cost_ram", "out_cost")
+
+# Op kinds exported with ``"backward": false``: the loss closes the forward pass.
+_FORWARD_HALF = (OpKind.FORWARD, OpKind.LOSS)
+
+
+# ----------------------------------------------------------------------- building
+def output_tensor_id(op_id: str) -> str:
+    """Id of the single output tensor of a node-link op (``"<op id>:out"``)."""
+    return f"{op_id}:out"
+
+
+def node_op(
+    op_id: str,
+    *,
+    cost: int | float,
+    size: int | None,
+    inputs: Sequence[str] = (),
+    backward: bool = False,
+    layer: str = "",
+    name: str | None = None,
+) -> tuple[Op, Tensor | None]:
+    """Make the op (and its output tensor) of one node of a node-link style DAG.
+
+    Shared by :func:`from_node_link` and the random generator so that both produce
+    identical ops, and random graphs survive a node-link round trip unchanged.
+
+    Parameters
+    ----------
+    op_id
+        The op id (the node id as a string).
+    cost
+        Compute cost of the node, stored in :attr:`Op.cost`.
+    size
+        Bytes of the node's output; ``None`` makes an op with no output (a
+        ``virtual`` node, see :func:`to_node_link`).
+    inputs
+        Op ids of the node's predecessors, in the order the op reads them.
+    backward
+        Whether the node belongs to the backward pass.
+    layer
+        Layer label copied to the op and its output.
+    name
+        The node's name; kept as the op's only ``members`` entry when it differs
+        from ``op_id``.
+
+    Returns
+    -------
+    tuple[Op, Tensor | None]
+        The op and its output tensor (``None`` when ``size`` is ``None``).
+    """
+    tensor = None
+    if size is not None:
+        tensor = Tensor(
+            id=output_tensor_id(op_id),
+            kind=TensorKind.ACTIVATION_GRAD if backward else TensorKind.ACTIVATION,
+            bytes=size,
+            shape=(),
+            dtype=DType.FP32,
+            layer=layer,
+        )
+    op = Op(
+        id=op_id,
+        kind=OpKind.BACKWARD_DATA if backward else OpKind.FORWARD,
+        op_type="node",
+        inputs=tuple(output_tensor_id(p) for p in inputs),
+        outputs=(tensor.id,) if tensor is not None else (),
+        layer=layer,
+        cost=cost,
+        members=(name,) if name is not None and name != op_id else (),
+    )
+    return op, tensor
+
+
+# ------------------------------------------------------------------------ import
+def from_node_link(
+    data_or_path: str | os.PathLike | Mapping[str, Any], *, name: str | None = None
+) -> TrainingGraph:
+    """Build a TrainingGraph from a node-link JSON graph (Checkmate or Moccasin form).
+
+    Parameters
+    ----------
+    data_or_path
+        A path to a JSON file, or the already parsed JSON object.
+    name
+        Graph name; defaults to ``data["graph"]["name"]``, then the file stem, then
+        ``"node_link"``.
+
+    Returns
+    -------
+    TrainingGraph
+        One op per node, in the file's ``order`` if it has one.  ``meta`` is
+        ``{"source": "node-link", "form": "checkmate" | "moccasin", "has_order": bool}``.
+
+    Raises
+    ------
+    InputFormatError
+        The file is unreadable or malformed (see the module docstring).
+    GraphError
+        The graph is structurally wrong: bad sizes or costs, dangling edges, self
+        loops, cycles, a non-topological ``order``.
+    """
+    if isinstance(data_or_path, (str, os.PathLike)):
+        path = Path(data_or_path)
+        file: str | None = str(path)
+        default_name = path.stem
+        data = read_json(path)
+    elif isinstance(data_or_path, Mapping):
+        file, default_name, data = None, "node_link", data_or_path
+    else:
+        raise InputFormatError(
+            f"expected a path or a parsed node-link object, got {type(data_or_path).__name__}",
+            fix="pass a file path or the dict json.load returned",
+        )
+    try:
+        return _parse(data, name, default_name)
+    except MonetError as err:
+        raise (err.with_file(file) if file else err)
+
+
+def _parse(data: Any, name: str | None, default_name: str) -> TrainingGraph:
+    if not isinstance(data, Mapping):
+        raise InputFormatError(
+            f"the top level is a JSON {type(data).__name__}, not an object",
+            field="(top level)",
+            fix='pass networkx node-link JSON: {"directed": true, "nodes": [...], "links": [...]}',
+        )
+    if data.get("directed") is False:
+        raise InputFormatError(
+            "the graph is undirected; a training graph needs edge directions",
+            field="directed",
+            fix="export a networkx DiGraph or MultiDiGraph",
+        )
+    graph_attrs = data.get("graph") if isinstance(data.get("graph"), Mapping) else {}
+    nodes = _parse_nodes(data)
+    preds = _parse_edges(data, nodes)
+
+    order_field, order = _find_order(data, graph_attrs)
+    if order is not None:
+        order_ids = _parse_order(order, order_field, nodes)
+    else:
+        order_ids = list(nodes)
+
+    ops, tensors = [], []
+    for op_id in order_ids:
+        node = nodes[op_id]
+        op, tensor = node_op(op_id, inputs=preds[op_id], **node)
+        ops.append(op)
+        if tensor is not None:
+            tensors.append(tensor)
+    # A file is Form A as soon as one node uses a Checkmate spelling.
+    uses_form_a = any(
+        COST_KEYS[0] in raw or SIZE_KEYS[0] in raw for raw in data["nodes"]
+    )
+    meta = {
+        "source": "node-link",
+        "form": "checkmate" if uses_form_a else "moccasin",
+        "has_order": order is not None,
+    }
+    graph_name = name or str(graph_attrs.get("name") or "") or default_name
+    # reorder=True detects cycles (raising GraphError with the cycle); for a valid
+    # topological `order` the stable sort returns that order unchanged.
+    graph = TrainingGraph.build(graph_name, ops, tensors, meta, reorder=True)
+    if order is not None:
+        _check_topological(order_ids, preds, order_field)
+    # Rebuild in the final op order, with tensors in the order of their producers:
+    # consumers and tensors are then listed as an export lists its nodes, so a
+    # node-link round trip reproduces the graph exactly.
+    tensor_of = {t.producer: t for t in graph.tensors}
+    ordered_tensors = [tensor_of[op.id] for op in graph.ops if op.id in tensor_of]
+    return TrainingGraph.build(graph_name, graph.ops, ordered_tensors, meta)
+
+
+def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Map op id -> keyword arguments of :func:`node_op` (minus ``inputs``)."""
+    if "nodes" not in data:
+        raise InputFormatError(
+            'missing "nodes"',
+            field="nodes",
+            fix='pass networkx node-link JSON, which lists the nodes under "nodes"',
+        )
+    raw_nodes = data["nodes"]
+    if not isinstance(raw_nodes, list):
+        raise InputFormatError(
+            f'"nodes" must be a list, got {type(raw_nodes).__name__}',
+            field="nodes",
+            fix="list one object per node",
+        )
+    if not raw_nodes:
+        raise InputFormatError("the graph has no nodes", field="nodes", fix="add at least one node")
+    nodes: dict[str, dict[str, Any]] = {}
+    raw_id_of: dict[str, Any] = {}
+    for i, raw in enumerate(raw_nodes):
+        if not isinstance(raw, Mapping):
+            raise InputFormatError(
+                f"node {i} is a JSON {type(raw).__name__}, not an object",
+                field=f"nodes[{i}]",
+                fix='give each node as {"id": ..., "cost_cpu": ..., "cost_ram": ...}',
+            )
+        if "id" not in raw:
+            raise InputFormatError(
+                "node has no id", field=f"nodes[{i}].id", fix='give every node an "id"'
+            )
+        op_id = _node_id(raw["id"], f"nodes[{i}].id")
+        if op_id in nodes:
+            raise InputFormatError(
+                f"node ids {raw_id_of[op_id]!r} and {raw['id']!r} both give op id {op_id!r}",
+                field=f"nodes[{i}].id",
+                fix="give every node a unique id",
+            )
+        raw_id_of[op_id] = raw["id"]
+        where = f"nodes.{op_id}"
+        backward = _flag(raw, "backward", where)
+        virtual = _flag(raw, "virtual", where)
+        nodes[op_id] = {
+            "cost": _cost(raw, op_id, where),
+            # A virtual node (written by to_node_link for ops without outputs) has
+            # no output tensor; its placeholder size is not read.
+            "size": None if virtual else _size(raw, op_id, where),
+            "backward": backward,
+            "layer": _optional_str(raw, "layer", where) or "",
+            "name": _optional_str(raw, "name", where),
+        }
+    return nodes
+
+
+def _node_id(value: Any, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InputFormatError(
+            f"node id {value!r} is a {type(value).__name__}; ids must be ints or strings",
+            field=where,
+            fix="use integer or string node ids",
+        )
+    return str(value)
+
+
+def _lookup(raw: Mapping[str, Any], keys: tuple[str, str], op_id: str, what: str, where: str):
+    for key in keys:
+        if key in raw:
+            return key, raw[key]
+    raise InputFormatError(
+        f"node {op_id!r} has no {what}: give {keys[0]!r} (Checkmate form) "
+        f"or {keys[1]!r} (Moccasin form)",
+        field=where,
+        fix=f"add {keys[0]!r} or {keys[1]!r} to every node",
+    )
+
+
+def _number(value: Any, key: str, op_id: str, where: str) -> int | float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputFormatError(
+            f"node {op_id!r}: {key} = {value!r} is not a finite number",
+            field=f"{where}.{key}",
+            fix=f"give {key} as a number",
+        )
+    return value
+
+
+def _cost(raw: Mapping[str, Any], op_id: str, where: str) -> int | float:
+    key, value = _lookup(raw, COST_KEYS, op_id, "compute cost", where)
+    cost = _number(value, key, op_id, where)
+    if cost < 0:
+        raise GraphError(
+            f"node {op_id!r} has negative compute cost {key} = {cost!r}",
+            field=f"{where}.{key}",
+            fix="give a compute cost >= 0",
+        )
+    return cost
+
+
+def _size(raw: Mapping[str, Any], op_id: str, where: str) -> int:
+    key, value = _lookup(raw, SIZE_KEYS, op_id, "output size", where)
+    size = _number(value, key, op_id, where)
+    if size <= 0:
+        raise GraphError(
+            f"node {op_id!r} has output size {key} = {size!r}; sizes must be positive",
+            field=f"{where}.{key}",
+            fix="give every output a size of at least 1 byte",
+        )
+    if size != int(size):
+        raise GraphError(
+            f"node {op_id!r} has fractional output size {key} = {size!r}",
+            field=f"{where}.{key}",
+            fix="give sizes in whole bytes (scale them if they are in MB or similar)",
+        )
+    # Integral floats (e.g. 1024.0 from a float-typed exporter) are whole bytes.
+    return int(size)
+
+
+def _flag(raw: Mapping[str, Any], key: str, where: str) -> bool:
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        raise InputFormatError(
+            f"{key} = {value!r} is not a boolean",
+            field=f"{where}.{key}",
+            fix=f"write {key} as true or false",
+        )
+    return value
+
+
+def _optional_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise InputFormatError(
+            f"{key} = {value!r} is not a string",
+            field=f"{where}.{key}",
+            fix=f"write {key} as a string",
+        )
+    return value
+
+
+def _parse_edges(data: Mapping[str, Any], nodes: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Map op id -> predecessor op ids, in file order, parallel edges collapsed."""
+    key = "links" if "links" in data else "edges" if "edges" in data else None
+    if key is None:
+        raise InputFormatError(
+            'missing "links" (or "edges")',
+            field="links",
+            fix='list the edges under "links", as networkx node_link_data does (an empty '
+            "list if there are none)",
+        )
+    raw_edges = data[key]
+    if not isinstance(raw_edges, list):
+        raise InputFormatError(
+            f'"{key}" must be a list, got {type(raw_edges).__name__}',
+            field=key,
+            fix='list one {"source": u, "target": v} object per edge',
+        )
+    preds: dict[str, dict[str, None]] = {op_id: {} for op_id in nodes}
+    for i, raw in enumerate(raw_edges):
+        where = f"{key}[{i}]"
+        if not isinstance(raw, Mapping) or "source" not in raw or "target" not in raw:
+            raise InputFormatError(
+                f"edge {i} is not an object with a source and a target",
+                field=where,
+                fix='give each edge as {"source": u, "target": v}',
+            )
+        ends = []
+        for end in ("source", "target"):
+            op_id = _node_id(raw[end], f"{where}.{end}")
+            if op_id not in nodes:
+                raise GraphError(
+                    f"edge {i} has {end} {raw[end]!r}, which is not a node",
+                    field=f"{where}.{end}",
+                    fix="declare the node or remove the edge",
+                )
+            ends.append(op_id)
+        source, target = ends
+        if source == target:
+            raise GraphError(
+                f"edge {i} is a self loop on node {raw['source']!r}",
+                field=where,
+                fix="remove the self loop; a node cannot read its own output",
+            )
+        if nodes[source]["size"] is None:
+            raise GraphError(
+                f"edge {i} leaves virtual node {raw['source']!r}, which has no output",
+                field=where,
+                fix="remove the edge, or drop the node's \"virtual\" flag and give it a size",
+            )
+        preds[target][source] = None  # a dict keeps file order and collapses duplicates
+    return {op_id: list(p) for op_id, p in preds.items()}
+
+
+def _find_order(data: Mapping[str, Any], graph_attrs: Mapping[str, Any]) -> tuple[str, Any]:
+    if "order" in graph_attrs:
+        return "graph.order", graph_attrs["order"]
+    return "order", data.get("order")
+
+
+def _parse_order(order: Any, where: str, nodes: Mapping[str, Any]) -> list[str]:
+    fix = "list every node id exactly once, or drop the order"
+    if not isinstance(order, list):
+        raise InputFormatError(
+            f"the order is a {type(order).__name__}, not a list of node ids", field=where, fix=fix
+        )
+    ids: list[str] = []
+    seen: set[str] = set()
+    for i, value in enumerate(order):
+        op_id = _node_id(value, f"{where}[{i}]")
+        if op_id not in nodes:
+            raise InputFormatError(
+                f"the order names {value!r}, which is not a node", field=f"{where}[{i}]", fix=fix
+            )
+        if op_id in seen:
+            raise InputFormatError(
+                f"the order lists node {value!r} twice", field=f"{where}[{i}]", fix=fix
+            )
+        seen.add(op_id)
+        ids.append(op_id)
+    missing = [op_id for op_id in nodes if op_id not in seen]
+    if missing:
+        shown = ", ".join(repr(m) for m in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise InputFormatError(
+            f"the order leaves out {len(missing)} node(s): {shown}", field=where, fix=fix
+        )
+    return ids
+
+
+def _check_topological(order_ids: list[str], preds: Mapping[str, list[str]], where: str) -> None:
+    position = {op_id: i for i, op_id in enumerate(order_ids)}
+    for op_id in order_ids:
+        for pred in preds[op_id]:
+            if position[pred] > position[op_id]:
+                raise GraphError(
+                    f"the order puts node {op_id!r} before its predecessor {pred!r} "
+                    f"(edge {pred!r} -> {op_id!r})",
+                    field=where,
+                    fix="give a topological order, or drop it to let monet-ilp choose one",
+                )
+
+
+# ------------------------------------------------------------------------ export
+def to_node_link(graph: TrainingGraph) -> dict[str, Any]:
+    """Export a TrainingGraph as node-link JSON in the Checkmate form (Form A).
+
+    One node per op, in op order: ``id`` (the op id), ``name`` (the op's single
+    ``members`` entry if it has exactly one, else the op id), ``cost_cpu``
+    (``op.cost``, or ``op.flops`` when the op has no supplied cost), ``cost_ram``
+    (total bytes of the op's outputs), ``backward``, ``kind`` and ``layer``.
+
+    ``backward`` is true for every op outside the forward half of the iteration,
+    i.e. every kind except ``forward`` and ``loss`` (the loss closes the forward
+    pass).  Optimizer updates therefore count as backward.  ``kind`` is
+    informational; :func:`from_node_link` reads only ``backward``.
+
+    Ops with no outputs (e.g. optimizer updates that rewrite persistent tensors in
+    place) get ``cost_ram = 1`` -- Checkmate/Moccasin need a positive size -- and
+    ``"virtual": true``; :func:`from_node_link` turns them back into ops without
+    outputs.  Edges run producer -> consumer, one per pair of ops, listed by
+    consumer in op order; tensors with no producer (graph inputs, weights) give no
+    edge.  ``graph.order`` is the op order.  The edge list is under ``"links"``, the
+    key older networkx (and Checkmate/Moccasin) files use; networkx >= 3.6 reads it
+    with ``node_link_graph(data, edges="links")``.
+
+    Parameters
+    ----------
+    graph
+        Any TrainingGraph.
+
+    Returns
+    -------
+    dict
+        JSON-serialisable node-link data.
+    """
+    nodes = []
+    for op in graph.ops:
+        node: dict[str, Any] = {
+            "id": op.id,
+            "name": op.members[0] if len(op.members) == 1 else op.id,
+            "cost_cpu": op.cost if op.cost is not None else op.flops,
+            "cost_ram": sum(graph.tensor(t).bytes for t in op.outputs) or 1,
+            "backward": op.kind not in _FORWARD_HALF,
+            "kind": str(op.kind),
+            "layer": op.layer,
+        }
+        if not op.outputs:
+            node["virtual"] = True
+        nodes.append(node)
+    links = []
+    for op in graph.ops:
+        producers = dict.fromkeys(
+            graph.tensor(t).producer for t in op.inputs if graph.tensor(t).producer is not None
+        )
+        links.extend({"source": p, "target": op.id} for p in producers)
+    return {
+        "directed": True,
+        "multigraph": False,
+        "graph": {"name": graph.name, "order": [op.id for op in graph.ops]},
+        "nodes": nodes,
+        "links": links,
+    }
+
+
+def save_node_link(graph: TrainingGraph, path: str | os.PathLike) -> None:
+    """Write :func:`to_node_link` of ``graph`` to ``path`` as JSON.
+
+    Parameters
+    ----------
+    graph
+        Any TrainingGraph.
+    path
+        Destination file; overwritten if it exists.
+    """
+    Path(path).write_text(json.dumps(to_node_link(graph), indent=1) + "\n")

@@ -1,0 +1,113 @@
+"""The command line, run as a user runs it: a real subprocess, exit codes and output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import onnx
+import pytest
+
+from tests.graph import onnx_builders as ob
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "monet_ilp", *args], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    for fragment in fragments:
+        assert fragment in lines[0]
+
+
+def test_build_then_show(tmp_path):
+    out = tmp_path / "g.json"
+    built = run("graph", "build", "mlp", "-p", "depth=2", "-p", "batch=16", "--optimizer", "adam", "--out", str(out))
+    assert built.returncode == 0, built.stderr
+    shown = run("graph", "show", str(out), "--json", str(tmp_path / "s.json"))
+    assert shown.returncode == 0, shown.stderr
+    for row in ("ops: forward", "forward MACs", "saved for backward", "weight bytes", "gradient bytes",
+                "optimizer-state bytes", "store-all peak"):
+        assert row in shown.stdout
+    summary = json.loads((tmp_path / "s.json").read_text())
+    assert summary["optimizer_state_bytes"] == 2 * summary["weight_bytes"] > 0
+
+
+def test_import_onnx_and_node_link(tmp_path):
+    onnx.save(ob.residual_block(), tmp_path / "block.onnx")
+    imported = run("graph", "import", str(tmp_path / "block.onnx"), "--granularity", "op",
+                   "--out", str(tmp_path / "g.json"))
+    assert imported.returncode == 0, imported.stderr
+    exported = run("graph", "export", str(tmp_path / "g.json"), "--node-link", str(tmp_path / "nl.json"))
+    assert exported.returncode == 0, exported.stderr
+    again = run("graph", "import", str(tmp_path / "nl.json"))
+    assert again.returncode == 0, again.stderr
+    assert "ops: forward" in again.stdout
+
+
+def test_export_zoo_model_as_onnx(tmp_path):
+    path = tmp_path / "mlp.onnx"
+    result = run("graph", "export", "mlp", "-p", "depth=2", "--onnx", str(path))
+    assert result.returncode == 0, result.stderr
+    onnx.checker.check_model(onnx.load(str(path)))
+
+
+def test_random_graph(tmp_path):
+    result = run("graph", "random", "--nodes", "40", "--seed", "3", "--out", str(tmp_path / "r.json"))
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "r.json").read_text())["name"] == "random_layered_n40_s3"
+
+
+def test_unknown_op_and_allow_unknown(tmp_path):
+    m = ob.mlp()
+    m.graph.node[1].op_type = "Swish"
+    onnx.save(m, tmp_path / "swish.onnx")
+    assert_user_error(run("graph", "import", str(tmp_path / "swish.onnx")), "Swish", "relu0", "swish.onnx")
+    ok = run("graph", "import", str(tmp_path / "swish.onnx"), "--allow-unknown")
+    assert ok.returncode == 0 and "treated unknown op relu0:Swish as elementwise" in ok.stderr
+
+
+@pytest.mark.parametrize(
+    "setup, args, fragments",
+    [
+        (lambda d: (d / "cut.onnx").write_bytes(ob.mlp().SerializeToString()[:200]),
+         ["graph", "import", "{d}/cut.onnx"], ["cut.onnx", "fix:"]),
+        (lambda d: (d / "bad.json").write_text('{"nodes": [{"id": 0, "cost_cpu": 1'),
+         ["graph", "import", "{d}/bad.json"], ["bad.json", "malformed JSON"]),
+        (lambda d: (d / "g.json").write_text('{"format": "monet-ilp/training-graph", "version": 1, '
+                                             '"tensors": [{"id": "t", "kind": "activation", "bytes": -4}], '
+                                             '"ops": [{"id": "a", "kind": "forward", "op_type": "n", '
+                                             '"inputs": [], "outputs": ["t"], "macs": 0, "flops": 0}]}'),
+         ["graph", "show", "{d}/g.json"], ["g.json", "tensors.t.bytes", "positive"]),
+        (lambda d: None, ["graph", "build", "resnet19"], ["resnet19", "resnet18"]),
+        (lambda d: None, ["graph", "build", "mlp", "-p", "depth=-1"], ["depth"]),
+        (lambda d: None, ["graph", "show", "{d}/missing.json"], ["file not found"]),
+        (lambda d: (d / "cyc.json").write_text(json.dumps({
+            "directed": True, "multigraph": False, "graph": {},
+            "nodes": [{"id": 0, "cost_cpu": 1, "cost_ram": 4}, {"id": 1, "cost_cpu": 1, "cost_ram": 4}],
+            "links": [{"source": 0, "target": 1}, {"source": 1, "target": 0}]})),
+         ["graph", "import", "{d}/cyc.json"], ["cyc.json", "cycle"]),
+    ],
+    ids=["truncated-onnx", "truncated-json", "negative-size", "unknown-zoo-name", "bad-param", "missing-file",
+         "cycle"],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, setup, args, fragments):
+    setup(tmp_path)
+    assert_user_error(run(*[a.format(d=tmp_path) for a in args]), *fragments)
+
+
+def test_usage_errors_exit_2():
+    result = run("graph", "build")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_demo_runs():
+    result = run("demo")
+    assert result.returncode == 0, result.stderr
+    assert "resnet18" in result.stdout and "store-all peak" in result.stdout
