@@ -170,11 +170,11 @@ class _Importer:
 
     # ----------------------------------------------------------------- driver
     def run(self) -> TrainingGraph:
-        model = _infer_shapes(self._with_static_inputs(self.proto))
+        self.initializers = {t.name: t for t in self.proto.graph.initializer}
+        model = _infer_shapes(self._with_static_inputs(_without_weight_data(self.proto)))
         if self.allow_unknown:
             model = _shape_unknown_ops_elementwise(model)
         graph = model.graph
-        self.initializers = {t.name: t for t in graph.initializer}
         self.infos = self._collect_value_infos(graph)
         nodes = [
             _Node(n.name or f"{n.op_type}_{i}", n.op_type, list(n.input), list(n.output),
@@ -239,7 +239,7 @@ class _Importer:
     def _with_static_inputs(self, proto: onnx.ModelProto) -> onnx.ModelProto:
         model = onnx.ModelProto()
         model.CopyFrom(proto)
-        init_names = {t.name for t in model.graph.initializer}
+        init_names = set(self.initializers)
         known = {i.name for i in model.graph.input}
         for name in self.input_shapes:
             if name not in known:
@@ -279,7 +279,7 @@ class _Importer:
                 dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
                 shape = None if any(d is None for d in dims) else tuple(dims)
             infos[vi.name] = (shape, tt.elem_type)
-        for t in graph.initializer:
+        for t in self.initializers.values():
             infos[t.name] = (tuple(t.dims), t.data_type)
         return infos
 
@@ -863,6 +863,35 @@ def _constant_attr_value(n: _Node) -> np.ndarray | None:
                 return numpy_helper.to_array(value)
             return np.asarray(value)
     return None
+
+
+def _without_weight_data(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy whose trained weights are typed graph inputs instead of initializers.
+
+    Shape inference needs only their shapes; copying and serialising hundreds of
+    megabytes of weights would dominate the import time.
+    """
+    model = onnx.ModelProto()
+    graph = proto.graph
+    for field_name in ("ir_version", "producer_name", "domain", "model_version"):
+        setattr(model, field_name, getattr(proto, field_name))
+    model.opset_import.extend(proto.opset_import)
+    g = model.graph
+    g.name = graph.name
+    g.node.extend(graph.node)
+    g.output.extend(graph.output)
+    g.value_info.extend(graph.value_info)
+    listed = {i.name for i in graph.input}
+    g.input.extend(graph.input)
+    for init in graph.initializer:
+        if _is_trainable_initializer(init):
+            if init.name not in listed:
+                g.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
+        else:
+            g.initializer.append(init)
+    if model.ir_version < 4:
+        model.ir_version = 4
+    return model
 
 
 def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:

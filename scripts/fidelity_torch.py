@@ -1,0 +1,573 @@
+#!/usr/bin/env python
+"""Fidelity of the zoo training graphs against PyTorch: FLOPs and saved activation bytes.
+
+For each zoo model (``mlp``, ``resnet18`` (CIFAR, batch 4), ``gpt2_tiny``) this builds
+the same architecture in PyTorch (fp32, same shapes; see ``notes/arch_spec.md``) and
+runs one training step (forward + cross-entropy + backward, no optimizer):
+
+* torch FLOPs: :class:`torch.utils.flop_counter.FlopCounterMode` around the whole
+  step (it counts matmul / conv-like ops only, forward and backward);
+* torch saved bytes: every tensor autograd saves during forward + loss, seen by a
+  :func:`torch.autograd.graph.saved_tensors_hooks` pack hook, deduplicated by
+  storage, parameters and buffers excluded.
+
+Our side: ``2 * sum(op.macs)`` and ``sum(t.bytes for t in graph.saved_tensors())``
+of the graph ``monet_ilp.graph.zoo.<model>(..., granularity=...)`` returns.
+
+Run ``python scripts/fidelity_torch.py [--out fidelity.json] [--details]``; the table
+goes to stdout, the rows (and, with ``--details``, a per-tensor breakdown) to JSON.
+``tests/graph/test_fidelity_torch.py`` imports this file, so the two never drift.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import sys
+from collections import Counter, defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# Targets of the fidelity issue: forward+backward FLOPs within 2 %, saved bytes within 10 %.
+FLOP_TOL = 0.02
+SAVED_TOL = 0.10
+
+MODELS = ("mlp", "resnet18", "gpt2_tiny")
+GRANULARITIES = ("layer", "op")
+
+# Model hyper-parameters (zoo defaults / presets, notes/arch_spec.md).
+MLP_CFG = dict(depth=4, width=256, batch=64, in_features=784, classes=10)
+RESNET_CFG = dict(batch=4, classes=10, image=32)
+GPT2_TINY_CFG = dict(n_layer=2, d_model=128, n_head=4, seq=64, vocab=512, batch=4)
+
+# Arguments of the zoo builders for each model (granularity is added per call).
+ZOO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "mlp": ("mlp", {}),
+    "resnet18": ("resnet18", {"variant": "cifar", "batch": RESNET_CFG["batch"]}),
+    "gpt2_tiny": ("gpt2", {"preset": "tiny"}),
+}
+
+
+# ============================================================== torch models
+class MLP(nn.Module):
+    """depth x [Linear(width) -> ReLU] -> Linear(classes)."""
+
+    def __init__(self, depth: int, width: int, in_features: int, classes: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        prev = in_features
+        for _ in range(depth):
+            layers += [nn.Linear(prev, width), nn.ReLU()]
+            prev = width
+        layers.append(nn.Linear(prev, classes))
+        self.layers = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+class BasicBlock(nn.Module):
+    """Conv3x3(stride)-BN-ReLU-Conv3x3-BN, + skip (1x1/stride conv + BN when needed), ReLU."""
+
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout, eps=1e-5)
+        self.relu1 = nn.ReLU(inplace=False)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout, eps=1e-5)
+        self.relu2 = nn.ReLU(inplace=False)
+        self.downsample: nn.Module | None = None
+        if stride != 1 or cin != cout:
+            self.downsample = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, 0, bias=False), nn.BatchNorm2d(cout, eps=1e-5)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.relu1(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        skip = x if self.downsample is None else self.downsample(x)
+        return self.relu2(out + skip)
+
+
+class ResNet18Cifar(nn.Module):
+    """CIFAR ResNet-18: 3x3/s1 stem, no maxpool, 4 stages x 2 BasicBlocks, avgpool + Linear."""
+
+    def __init__(self, classes: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64, eps=1e-5)
+        self.relu = nn.ReLU(inplace=False)
+        stages = []
+        cin = 64
+        for i, cout in enumerate((64, 128, 256, 512)):
+            stride = 1 if i == 0 else 2
+            stages.append(nn.Sequential(BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)))
+            cin = cout
+        self.layer1, self.layer2, self.layer3, self.layer4 = stages
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.layer4(self.layer3(self.layer2(self.layer1(x))))
+        return self.fc(torch.flatten(self.avgpool(x), 1))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model: int, n_head: int, seq: int) -> None:
+        super().__init__()
+        self.n_head = n_head
+        self.dh = d_model // n_head
+        self.c_attn = nn.Linear(d_model, 3 * d_model)
+        self.c_proj = nn.Linear(d_model, d_model)
+        mask = torch.triu(torch.full((seq, seq), -1e4), diagonal=1).view(1, 1, seq, seq)
+        self.register_buffer("mask", mask, persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, s, d = x.shape
+        q, k, v = self.c_attn(x).split(d, dim=-1)
+        q = q.view(b, s, self.n_head, self.dh).transpose(1, 2)
+        k = k.view(b, s, self.n_head, self.dh).transpose(1, 2)
+        v = v.view(b, s, self.n_head, self.dh).transpose(1, 2)
+        att = q @ k.transpose(-2, -1) / math.sqrt(self.dh) + self.mask
+        att = att.softmax(dim=-1)
+        o = (att @ v).transpose(1, 2).reshape(b, s, d)
+        return self.c_proj(o)
+
+
+class GPT2Block(nn.Module):
+    def __init__(self, d_model: int, n_head: int, seq: int) -> None:
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model, eps=1e-5)
+        self.attn = CausalSelfAttention(d_model, n_head, seq)
+        self.ln2 = nn.LayerNorm(d_model, eps=1e-5)
+        self.c_fc = nn.Linear(d_model, 4 * d_model)
+        self.gelu = nn.GELU()  # exact (erf)
+        self.c_fc2 = nn.Linear(4 * d_model, d_model)
+
+    def forward(self, h: torch.Tensor) -> torch.Tensor:
+        h = h + self.attn(self.ln1(h))
+        return h + self.c_fc2(self.gelu(self.c_fc(self.ln2(h))))
+
+
+class GPT2(nn.Module):
+    def __init__(self, n_layer: int, d_model: int, n_head: int, seq: int, vocab: int) -> None:
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d_model)
+        self.wpe = nn.Embedding(seq, d_model)
+        self.register_buffer("pos_ids", torch.arange(seq), persistent=False)
+        self.blocks = nn.ModuleList(GPT2Block(d_model, n_head, seq) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(d_model, eps=1e-5)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.wte(ids) + self.wpe(self.pos_ids)
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.ln_f(h))
+
+
+@dataclass
+class TorchCase:
+    """A torch model with one batch of inputs and labels."""
+
+    name: str
+    model: nn.Module
+    inputs: torch.Tensor
+    labels: torch.Tensor
+
+    def loss(self, logits: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), self.labels.reshape(-1))
+
+
+def make_torch_case(name: str, seed: int = 0) -> TorchCase:
+    """The torch twin of zoo model ``name`` (fp32, training mode) with random data."""
+    gen = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    if name == "mlp":
+        c = MLP_CFG
+        model = MLP(c["depth"], c["width"], c["in_features"], c["classes"])
+        x = torch.randn(c["batch"], c["in_features"], generator=gen)
+        y = torch.randint(0, c["classes"], (c["batch"],), generator=gen)
+    elif name == "resnet18":
+        c = RESNET_CFG
+        model = ResNet18Cifar(c["classes"])
+        x = torch.randn(c["batch"], 3, c["image"], c["image"], generator=gen)
+        y = torch.randint(0, c["classes"], (c["batch"],), generator=gen)
+    elif name == "gpt2_tiny":
+        c = GPT2_TINY_CFG
+        model = GPT2(c["n_layer"], c["d_model"], c["n_head"], c["seq"], c["vocab"])
+        x = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), generator=gen)
+        y = torch.randint(0, c["vocab"], (c["batch"], c["seq"]), generator=gen)
+    else:
+        raise ValueError(f"unknown model {name!r}; choose from {', '.join(MODELS)}")
+    return TorchCase(name, model.float().train(), x, y)
+
+
+# ======================================================= torch measurements
+@dataclass
+class SavedRecord:
+    """One distinct storage autograd saved for backward."""
+
+    module: str  # innermost module whose forward was running ("loss" for the loss)
+    grad_fns: list[str]  # backward nodes that hold it
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int  # storage bytes
+
+
+@dataclass
+class TorchMeasure:
+    model: str
+    flops: int
+    flops_by_op: dict[str, int]
+    saved_bytes: int
+    saved: list[SavedRecord] = field(default_factory=list)
+    excluded_param_bytes: int = 0  # saved storages that are parameters or buffers
+
+
+def _storage_key(t: torch.Tensor) -> tuple[int, int]:
+    st = t.untyped_storage()
+    return (st.data_ptr(), st.nbytes())
+
+
+def measure_torch_case(case: TorchCase) -> TorchMeasure:
+    """One training step of ``case``: FLOPs (whole step) and saved activation bytes."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = case.model
+    model.zero_grad(set_to_none=True)
+    persistent = {
+        t.untyped_storage().data_ptr() for t in (*model.parameters(), *model.buffers())
+    }
+
+    # Which module is running when autograd saves a tensor (for the breakdown).
+    stack: list[str] = []
+    names = {m: n or case.name for n, m in model.named_modules()}
+
+    def enter(m: nn.Module, args: Any) -> None:
+        stack.append(names[m])
+
+    def leave(m: nn.Module, args: Any, out: Any) -> None:
+        stack.pop()
+
+    handles = [
+        *(m.register_forward_pre_hook(enter) for m in names),
+        *(m.register_forward_hook(leave) for m in names),
+    ]
+
+    packed: list[tuple[torch.Tensor, str]] = []
+    unpacked_by: list[int] = []  # index into packed, filled while walking the graph
+
+    def pack(t: torch.Tensor) -> int:
+        packed.append((t, stack[-1] if stack else "loss"))
+        return len(packed) - 1
+
+    def unpack(i: int) -> torch.Tensor:
+        unpacked_by.append(i)
+        return packed[i][0]
+
+    flop_counter = FlopCounterMode(display=False)
+    try:
+        with flop_counter:
+            with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+                logits = model(case.inputs)
+                loss = case.loss(logits)
+            holders = _saved_holders(loss, unpacked_by)
+            loss.backward()
+    finally:
+        for h in handles:
+            h.remove()
+
+    by_storage: dict[tuple[int, int], SavedRecord] = {}
+    excluded: dict[int, int] = {}
+    for i, (t, module) in enumerate(packed):
+        key = _storage_key(t)
+        if key[0] in persistent:
+            excluded[key[0]] = key[1]
+            continue
+        rec = by_storage.get(key)
+        if rec is None:
+            rec = by_storage[key] = SavedRecord(
+                module, [], tuple(t.shape), str(t.dtype).removeprefix("torch."), key[1]
+            )
+        for fn in holders.get(i, ()):
+            if fn not in rec.grad_fns:
+                rec.grad_fns.append(fn)
+    flops_by_op: Counter[str] = Counter()
+    for op, n in flop_counter.get_flop_counts().get("Global", {}).items():
+        flops_by_op[str(op)] += int(n)
+    return TorchMeasure(
+        model=case.name,
+        flops=int(flop_counter.get_total_flops()),
+        flops_by_op=dict(flops_by_op),
+        saved_bytes=sum(r.bytes for r in by_storage.values()),
+        saved=list(by_storage.values()),
+        excluded_param_bytes=sum(excluded.values()),
+    )
+
+
+def _saved_holders(loss: torch.Tensor, unpacked_by: list[int]) -> dict[int, list[str]]:
+    """Map packed-tensor index -> names of the backward nodes that saved it.
+
+    Walks the autograd graph and reads every ``_saved_*`` attribute of every node;
+    reading one runs the unpack hook, which reports the index it was packed under.
+    """
+    holders: dict[int, list[str]] = defaultdict(list)
+    seen: set[int] = set()
+    todo = [loss.grad_fn]
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        name = type(node).__name__
+        for attr in dir(node):
+            if not attr.startswith("_saved_"):
+                continue
+            del unpacked_by[:]
+            try:
+                getattr(node, attr)
+            except Exception:  # noqa: BLE001 - some saved fields cannot be read back
+                continue
+            for i in unpacked_by:
+                holders[i].append(f"{name}.{attr.removeprefix('_saved_')}")
+        todo.extend(fn for fn, _ in node.next_functions)
+    return dict(holders)
+
+
+@functools.lru_cache(maxsize=None)
+def measure_torch(name: str) -> TorchMeasure:
+    """Torch measurement of model ``name`` (cached: each model runs once per process)."""
+    return measure_torch_case(make_torch_case(name))
+
+
+# ========================================================= our measurements
+@dataclass
+class OurSaved:
+    id: str
+    layer: str
+    shape: tuple[int, ...]
+    dtype: str
+    bytes: int
+    read_by: list[str]  # backward ops (op_type) that read it
+
+
+@dataclass
+class OurMeasure:
+    model: str
+    granularity: str
+    flops: int
+    saved_bytes: int
+    saved: list[OurSaved] = field(default_factory=list)
+
+
+def build_graph(name: str, granularity: str = "layer"):
+    """Our zoo graph of model ``name`` at ``granularity``."""
+    from monet_ilp.graph import zoo
+
+    builder, kwargs = ZOO_CALLS[name]
+    return getattr(zoo, builder)(**kwargs, granularity=granularity)
+
+
+def measure_graph(graph, name: str = "", granularity: str = "") -> OurMeasure:
+    saved = []
+    for t in graph.saved_tensors():
+        readers = [
+            graph.op(c).op_type for c in dict.fromkeys(t.consumers) if graph.op(c).is_backward
+        ]
+        saved.append(OurSaved(t.id, t.layer, tuple(t.shape), str(t.dtype), t.bytes, readers))
+    return OurMeasure(
+        model=name or graph.name,
+        granularity=granularity,
+        flops=2 * sum(op.macs for op in graph.ops),
+        saved_bytes=sum(t.bytes for t in saved),
+        saved=saved,
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def measure_ours(name: str, granularity: str = "layer") -> OurMeasure:
+    return measure_graph(build_graph(name, granularity), name, granularity)
+
+
+# ================================================================ comparison
+def deviation(ours: int, ref: int) -> float:
+    """Relative deviation of ``ours`` from ``ref`` (signed; +0.01 means 1 % above)."""
+    return (ours - ref) / ref if ref else (0.0 if ours == 0 else math.inf)
+
+
+def compare(name: str, granularity: str = "layer") -> dict[str, Any]:
+    """One table row: our and torch's FLOPs and saved bytes, with deviations."""
+    ref = measure_torch(name)
+    ours = measure_ours(name, granularity)
+    flop_dev = deviation(ours.flops, ref.flops)
+    saved_dev = deviation(ours.saved_bytes, ref.saved_bytes)
+    return {
+        "model": name,
+        "granularity": granularity,
+        "our_flops": ours.flops,
+        "torch_flops": ref.flops,
+        "flops_dev_pct": 100 * flop_dev,
+        "our_saved_bytes": ours.saved_bytes,
+        "torch_saved_bytes": ref.saved_bytes,
+        "saved_dev_pct": 100 * saved_dev,
+        "flops_ok": abs(flop_dev) <= FLOP_TOL,
+        "saved_ok": abs(saved_dev) <= SAVED_TOL,
+    }
+
+
+def size_histogram_diff(name: str, granularity: str = "layer") -> list[dict[str, Any]]:
+    """Saved tensors grouped by byte size, where torch and our counts differ.
+
+    Layer names differ between the two sides, but tensor sizes do not: a size that
+    torch saves k times and we save k' != k times points at the op that differs.
+    """
+    ref = measure_torch(name)
+    ours = measure_ours(name, granularity)
+    t_by: dict[int, list[SavedRecord]] = defaultdict(list)
+    o_by: dict[int, list[OurSaved]] = defaultdict(list)
+    for r in _merge_aux_outputs(ref.saved):
+        t_by[r.bytes].append(r)
+    for s in ours.saved:
+        o_by[s.bytes].append(s)
+    rows = []
+    for size in sorted(set(t_by) | set(o_by), reverse=True):
+        tl, ol = t_by.get(size, []), o_by.get(size, [])
+        if len(tl) == len(ol):
+            continue
+        rows.append(
+            {
+                "bytes": size,
+                "torch_count": len(tl),
+                "our_count": len(ol),
+                "delta_bytes": size * (len(ol) - len(tl)),
+                "torch": sorted(
+                    {f"{r.module}: {'/'.join(r.grad_fns) or '?'} {list(r.shape)}" for r in tl}
+                ),
+                "ours": sorted(
+                    {f"{s.layer}: {s.id} {list(s.shape)} read by {','.join(s.read_by)}" for s in ol}
+                ),
+            }
+        )
+    return rows
+
+
+def _merge_aux_outputs(records: list[SavedRecord]) -> list[SavedRecord]:
+    """Merge the auxiliary outputs one torch op saves (``resultN``, N >= 1) into one record.
+
+    BatchNorm saves its batch mean and inverse std (``result1``, ``result2``),
+    LayerNorm its mean and rstd, as separate tensors; our importer keeps each op's
+    backward-only outputs as one ``<op>.stats`` tensor of the same total size.
+    """
+    merged: list[SavedRecord] = []
+    aux: dict[tuple[str, str], SavedRecord] = {}
+    for r in records:
+        nodes = {fn.split(".", 1)[0] for fn in r.grad_fns}
+        slots = {fn.split(".", 1)[1] for fn in r.grad_fns}
+        is_aux = len(nodes) == 1 and all(
+            s.startswith("result") and s[6:].isdigit() and int(s[6:]) >= 1 for s in slots
+        )
+        if not is_aux:
+            merged.append(r)
+            continue
+        key = (r.module, nodes.pop())
+        if key not in aux:
+            aux[key] = SavedRecord(r.module, [], (), r.dtype, 0)
+            merged.append(aux[key])
+        agg = aux[key]
+        agg.grad_fns += r.grad_fns
+        agg.shape += (r.shape,)  # type: ignore[operator]  (a tuple of the parts' shapes)
+        agg.bytes += r.bytes
+    return merged
+
+
+def format_size_diff(rows: list[dict[str, Any]], limit: int = 12) -> str:
+    lines = []
+    for row in rows:
+        lines.append(
+            f"  {row['bytes']} B: torch x{row['torch_count']}, ours x{row['our_count']}"
+            f" ({row['delta_bytes']:+d} B)"
+        )
+        for side in ("torch", "ours"):
+            for item in row[side][:limit]:
+                lines.append(f"      {side:5s} {item}")
+            if len(row[side]) > limit:
+                lines.append(f"      {side:5s} ... {len(row[side]) - limit} more")
+    return "\n".join(lines) if lines else "  (same multiset of saved sizes)"
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    head = (
+        f"{'model':10s} {'gran':5s} {'our FLOPs':>14s} {'torch FLOPs':>14s} {'dev %':>8s}"
+        f" {'our saved B':>12s} {'torch saved B':>13s} {'dev %':>8s}"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        lines.append(
+            f"{r['model']:10s} {r['granularity']:5s} {r['our_flops']:14d} {r['torch_flops']:14d}"
+            f" {r['flops_dev_pct']:+8.4f} {r['our_saved_bytes']:12d} {r['torch_saved_bytes']:13d}"
+            f" {r['saved_dev_pct']:+8.4f}"
+            + ("" if r["flops_ok"] and r["saved_ok"] else "  <- off target")
+        )
+    return "\n".join(lines)
+
+
+def _details(name: str, granularity: str) -> dict[str, Any]:
+    ref = measure_torch(name)
+    ours = measure_ours(name, granularity)
+    return {
+        "torch_flops_by_op": ref.flops_by_op,
+        "torch_saved": [asdict(r) for r in ref.saved],
+        "torch_excluded_param_bytes": ref.excluded_param_bytes,
+        "our_saved": [asdict(s) for s in ours.saved],
+        "size_diff": size_histogram_diff(name, granularity),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", default="fidelity.json", help="JSON output path")
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument(
+        "--granularity", nargs="+", default=list(GRANULARITIES), choices=GRANULARITIES
+    )
+    parser.add_argument(
+        "--details", action="store_true", help="print and save per-tensor breakdowns"
+    )
+    args = parser.parse_args(argv)
+
+    rows, details = [], {}
+    for name in args.models:
+        for gran in args.granularity:
+            row = compare(name, gran)
+            rows.append(row)
+            if args.details or not (row["flops_ok"] and row["saved_ok"]):
+                details[f"{name}/{gran}"] = _details(name, gran)
+    print(format_table(rows))
+    print(f"targets: FLOPs within {100 * FLOP_TOL:.0f} %, saved bytes within {100 * SAVED_TOL:.0f} %")
+    for key, d in details.items():
+        print(f"\n{key}: saved sizes that differ (torch vs ours)")
+        print(format_size_diff(d["size_diff"]))
+    out = {
+        "targets": {"flops_rel": FLOP_TOL, "saved_rel": SAVED_TOL},
+        "torch_version": torch.__version__,
+        "rows": rows,
+    }
+    if details:
+        out["details"] = details
+    Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"\nwrote {args.out}")
+    return 0 if all(r["flops_ok"] and r["saved_ok"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
