@@ -1,0 +1,958 @@
+"""The model zoo: builders that write each model of ``notes/arch_spec.md`` as an ONNX
+``ModelProto`` and pass it through the ONNX importer (:func:`.onnx_import.from_onnx`),
+the zoo's only road to a :class:`~monet_ilp.graph.ir.TrainingGraph`.
+
+Only shapes matter: weights are zeros (or seeded random values), trainable parameters
+are initializers, every other constant is a ``Constant`` node, and node names
+(``layer1.0.conv1``, ``h.3.attn.c_attn``) become the importer's layer ids.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import inspect
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from monet_ilp.errors import MonetError, UnknownModelError
+from monet_ilp.graph.ir import TrainingGraph
+
+__all__ = [
+    "GPT2_PRESETS",
+    "IMPORT_OPTIONS",
+    "MODELS",
+    "OPSET",
+    "build",
+    "gpt2",
+    "gpt2_onnx",
+    "mlp",
+    "mlp_onnx",
+    "mobilenet_v2",
+    "mobilenet_v2_onnx",
+    "onnx_model",
+    "parse_params",
+    "resnet18",
+    "resnet18_onnx",
+    "split_params",
+    "vgg16",
+    "vgg16_onnx",
+]
+
+#: ONNX opset of every zoo model (LayerNormalization exists, Gelu does not).
+OPSET = 17
+#: IR version written into the models: the one that introduced opset 17.
+IR_VERSION = 8
+
+#: Options of :func:`from_onnx` that :func:`build` and the graph builders forward.
+#: (``batch``, ``input_shapes`` and ``output`` are left out: zoo models are static
+#: and have one output; ``batch`` is a model parameter.)  The graph builders also
+#: take ``name``, the graph's name (default: the ONNX graph's name).
+IMPORT_OPTIONS = ("optimizer", "granularity", "dtype", "loss", "allow_unknown")
+
+#: GPT-2 presets of the spec; ``gpt2_onnx()`` without a preset uses ``"tiny"``'s values.
+GPT2_PRESETS: Mapping[str, Mapping[str, int]] = {
+    "tiny": {"n_layer": 2, "d_model": 128, "n_head": 4, "seq": 64, "vocab": 512, "batch": 4},
+    "small": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq": 1024, "vocab": 50257, "batch": 1},
+}
+
+_FLOAT = TensorProto.FLOAT
+_INT64 = TensorProto.INT64
+
+
+# ====================================================================== builder
+class _Onnx:
+    """Writes one model straight into a ``ModelProto`` (no copies of big weights)."""
+
+    def __init__(self, name: str, seed: int | None):
+        self.model = onnx.ModelProto()
+        self.model.ir_version = IR_VERSION
+        self.model.producer_name = "monet_ilp.zoo"
+        opset = self.model.opset_import.add()
+        opset.domain = ""
+        opset.version = OPSET
+        self.graph = self.model.graph
+        self.graph.name = name
+        self._rng = np.random.default_rng(seed) if seed is not None else None
+        self._zeros: dict[int, bytes] = {}  # one zero buffer per byte size, shared
+        self._nodes: set[str] = set()
+        self._tensors: set[str] = set()
+
+    # ------------------------------------------------------------- tensors
+    def _new_tensor(self, name: str) -> str:
+        if name in self._tensors:  # a bug in a builder, never a user error
+            raise AssertionError(f"zoo: tensor {name!r} defined twice")
+        self._tensors.add(name)
+        return name
+
+    def input(self, name: str, shape: Sequence[int], elem: int = _FLOAT) -> str:
+        self.graph.input.append(
+            helper.make_tensor_value_info(self._new_tensor(name), elem, list(shape))
+        )
+        return name
+
+    def output(self, name: str, shape: Sequence[int], elem: int = _FLOAT) -> None:
+        self.graph.output.append(helper.make_tensor_value_info(name, elem, list(shape)))
+
+    def param(self, name: str, shape: Sequence[int], fill: str = "weight") -> str:
+        """A float32 initializer: ``fill`` is ``"weight"``, ``"zeros"`` or ``"ones"``."""
+        shape = [int(d) for d in shape]
+        n = math.prod(shape)
+        if fill == "ones":
+            data = np.ones(n, dtype="<f4").tobytes()
+        elif fill == "weight" and self._rng is not None:
+            data = (
+                (self._rng.standard_normal(n, dtype=np.float32) * np.float32(0.02))
+                .astype("<f4")
+                .tobytes()
+            )
+        else:
+            data = self._zeros.get(4 * n)
+            if data is None:
+                data = self._zeros[4 * n] = bytes(4 * n)  # shared by same-size tensors
+        t = self.graph.initializer.add()
+        t.name = self._new_tensor(name)
+        t.data_type = _FLOAT
+        t.dims.extend(shape)
+        t.raw_data = data
+        return name
+
+    def const(self, name: str, value: Any, dtype: Any = np.float32) -> str:
+        """A ``Constant`` node named ``name`` whose output tensor is also ``name``."""
+        array = np.asarray(value, dtype=dtype)
+        self.node("Constant", [], name, value=numpy_helper.from_array(array, name))
+        return name
+
+    # --------------------------------------------------------------- nodes
+    def node(
+        self,
+        op: str,
+        inputs: Sequence[str],
+        name: str,
+        outputs: Sequence[str] | str | None = None,
+        **attrs: Any,
+    ) -> Any:
+        """Add a node; its output is named after it unless ``outputs`` says otherwise."""
+        if name in self._nodes:
+            raise AssertionError(f"zoo: node {name!r} defined twice")
+        self._nodes.add(name)
+        single = outputs is None or isinstance(outputs, str)
+        outs = [name if outputs is None else outputs] if single else list(outputs)
+        for o in outs:
+            self._new_tensor(o)
+        self.graph.node.append(helper.make_node(op, list(inputs), outs, name=name, **attrs))
+        return outs[0] if single else outs
+
+    # ------------------------------------------------------ common layers
+    def conv(
+        self,
+        x: str,
+        name: str,
+        cin: int,
+        cout: int,
+        k: int,
+        stride: int = 1,
+        pad: int = 0,
+        group: int = 1,
+        bias: bool = False,
+    ) -> str:
+        w = self.param(f"{name}.weight", (cout, cin // group, k, k))
+        inputs = [x, w] + ([self.param(f"{name}.bias", (cout,), "zeros")] if bias else [])
+        attrs: dict[str, Any] = {
+            "kernel_shape": [k, k],
+            "strides": [stride, stride],
+            "pads": [pad] * 4,
+        }
+        if group != 1:
+            attrs["group"] = group
+        return self.node("Conv", inputs, name, **attrs)
+
+    def bn(self, x: str, name: str, c: int) -> str:
+        inputs = [
+            x,
+            self.param(f"{name}.weight", (c,), "ones"),
+            self.param(f"{name}.bias", (c,), "zeros"),
+            self.param(f"{name}.running_mean", (c,), "zeros"),
+            self.param(f"{name}.running_var", (c,), "ones"),
+        ]
+        return self.node("BatchNormalization", inputs, name, epsilon=1e-5)
+
+    def gemm(self, x: str, name: str, cin: int, cout: int, output: str | None = None) -> str:
+        w = self.param(f"{name}.weight", (cout, cin))
+        b = self.param(f"{name}.bias", (cout,), "zeros")
+        return self.node("Gemm", [x, w, b], name, output, transB=1)
+
+    def linear(self, x: str, name: str, cin: int, cout: int, output: str) -> str:
+        """GPT-2 style ``x @ W + b`` with ``W`` of shape (in, out): MatMul then Add."""
+        y = self.node("MatMul", [x, self.param(f"{name}.weight", (cin, cout))], name)
+        return self.node(
+            "Add", [y, self.param(f"{name}.bias", (cout,), "zeros")], f"{name}.bias_add", output
+        )
+
+    def layernorm(self, x: str, name: str, d: int) -> str:
+        scale = self.param(f"{name}.weight", (d,), "ones")
+        bias = self.param(f"{name}.bias", (d,), "zeros")
+        return self.node("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=1e-5)
+
+    def dropout(self, x: str, name: str, ratio: str) -> str:
+        return self.node("Dropout", [x, ratio], name)
+
+
+# =================================================================== validation
+def _int(value: Any, field: str, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        if minimum == 2:  # classes, vocab: a bias of one element would not even be trained
+            what += " (cross-entropy needs two classes)"
+        raise MonetError(
+            f"{field.split('.')[-1]}={value!r} is not {what}", field=field, fix=f"pass {what}"
+        )
+    return int(value)
+
+
+def _float(value: Any, field: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, numbers.Real)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise MonetError(
+            f"{field.split('.')[-1]}={value!r} is not a positive number",
+            field=field,
+            fix="pass a positive number",
+        )
+    return float(value)
+
+
+def _seed(value: Any, field: str) -> int | None:
+    return None if value is None else _int(value, field, minimum=0)
+
+
+# =================================================================== the models
+def mlp_onnx(
+    depth: int = 4,
+    width: int = 256,
+    batch: int = 64,
+    in_features: int = 784,
+    classes: int = 10,
+    *,
+    seed: int | None = None,
+) -> onnx.ModelProto:
+    """A multi-layer perceptron with ReLU activations, as ONNX.
+
+    Parameters
+    ----------
+    depth
+        Number of hidden ``Gemm -> Relu`` layers (0 gives a linear classifier).
+    width
+        Width of every hidden layer.
+    batch, in_features, classes
+        Input is ``(batch, in_features)``, output logits ``(batch, classes)``
+        (``classes`` at least 2; every other size positive).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input``, output ``logits``; nodes ``fc1``, ``relu1``, ..., ``head``.
+    """
+    depth = _int(depth, "mlp.depth", minimum=0)
+    width, batch = _int(width, "mlp.width"), _int(batch, "mlp.batch")
+    in_features, classes = (
+        _int(in_features, "mlp.in_features"),
+        _int(classes, "mlp.classes", minimum=2),
+    )
+    b = _Onnx("mlp", _seed(seed, "mlp.seed"))
+    x = b.input("input", (batch, in_features))
+    prev = in_features
+    for i in range(1, depth + 1):
+        x = b.gemm(x, f"fc{i}", prev, width)
+        x = b.node("Relu", [x], f"relu{i}")
+        prev = width
+    b.gemm(x, "head", prev, classes, output="logits")
+    b.output("logits", (batch, classes))
+    return b.model
+
+
+def resnet18_onnx(
+    variant: str = "cifar", batch: int = 32, classes: int | None = None, *, seed: int | None = None
+) -> onnx.ModelProto:
+    """ResNet-18 (BasicBlocks, 2-2-2-2), as ONNX.
+
+    Parameters
+    ----------
+    variant
+        ``"cifar"``: input ``(batch, 3, 32, 32)``, 3x3 stem, no max-pool.
+        ``"imagenet"``: input ``(batch, 3, 224, 224)``, 7x7/s2 stem and 3x3/s2 max-pool.
+    batch
+        Batch size.
+    classes
+        Number of classes (at least 2); ``None`` means 10 (cifar) or 1000 (imagenet).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input``, output ``logits`` ``(batch, classes)``; nodes named like
+        torchvision's modules (``conv1``, ``layer2.0.downsample.0``, ``fc``).
+    """
+    if variant not in ("cifar", "imagenet"):
+        raise MonetError(
+            f"unknown variant {variant!r}",
+            field="resnet18.variant",
+            fix="use variant=cifar or variant=imagenet",
+        )
+    batch = _int(batch, "resnet18.batch")
+    classes = _int(
+        10 if classes is None and variant == "cifar" else 1000 if classes is None else classes,
+        "resnet18.classes",
+        minimum=2,
+    )
+    b = _Onnx(f"resnet18_{variant}", _seed(seed, "resnet18.seed"))
+    image = 32 if variant == "cifar" else 224
+    x = b.input("input", (batch, 3, image, image))
+    if variant == "cifar":
+        x = b.conv(x, "conv1", 3, 64, 3, 1, 1)
+    else:
+        x = b.conv(x, "conv1", 3, 64, 7, 2, 3)
+    x = b.bn(x, "bn1", 64)
+    x = b.node("Relu", [x], "relu")
+    if variant == "imagenet":
+        x = b.node(
+            "MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+        )
+    cin = 64
+    for stage, cout in enumerate((64, 128, 256, 512), start=1):
+        for block in range(2):
+            stride = 2 if stage > 1 and block == 0 else 1
+            p = f"layer{stage}.{block}"
+            y = b.conv(x, f"{p}.conv1", cin, cout, 3, stride, 1)
+            y = b.bn(y, f"{p}.bn1", cout)
+            y = b.node("Relu", [y], f"{p}.relu1")
+            y = b.conv(y, f"{p}.conv2", cout, cout, 3, 1, 1)
+            y = b.bn(y, f"{p}.bn2", cout)
+            skip = x
+            if stride != 1 or cin != cout:
+                skip = b.conv(x, f"{p}.downsample.0", cin, cout, 1, stride, 0)
+                skip = b.bn(skip, f"{p}.downsample.1", cout)
+            y = b.node("Add", [y, skip], f"{p}.add")
+            x = b.node("Relu", [y], f"{p}.relu2")
+            cin = cout
+    x = b.node("GlobalAveragePool", [x], "avgpool")
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    b.gemm(x, "fc", 512, classes, output="logits")
+    b.output("logits", (batch, classes))
+    return b.model
+
+
+#: VGG-16 configuration D: output channels of the 3x3 convs, "M" for 2x2/s2 max-pools.
+VGG16_CFG = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M", 512, 512, 512, "M")
+
+
+def vgg16_onnx(
+    batch: int = 8, image: int = 224, classes: int = 1000, *, seed: int | None = None
+) -> onnx.ModelProto:
+    """VGG-16 (configuration D, no batch norm), as ONNX.
+
+    Parameters
+    ----------
+    batch
+        Batch size.
+    image
+        Input side; at least 32.  The five max-pools leave ``image // 32`` pixels a
+        side, so the first FC layer has ``512 * (image // 32) ** 2`` inputs (25088
+        at 224; there is no adaptive pool).
+    classes
+        Number of classes (at least 2).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input`` ``(batch, 3, image, image)``, output ``logits``; nodes
+        ``conv1_1`` ... ``conv5_3``, ``pool1`` ... ``pool5``, ``fc6``, ``fc7``, ``fc8``.
+    """
+    batch, classes = _int(batch, "vgg16.batch"), _int(classes, "vgg16.classes", minimum=2)
+    image = _int(image, "vgg16.image")
+    if image < 32:
+        raise MonetError(
+            f"image={image} is smaller than 32: the five max-pools leave nothing",
+            field="vgg16.image",
+            fix="use image >= 32 (224 for the ImageNet model)",
+        )
+    b = _Onnx("vgg16", _seed(seed, "vgg16.seed"))
+    x = b.input("input", (batch, 3, image, image))
+    cin, block, idx, side = 3, 1, 1, image
+    for item in VGG16_CFG:
+        if item == "M":
+            x = b.node("MaxPool", [x], f"pool{block}", kernel_shape=[2, 2], strides=[2, 2])
+            block, idx, side = block + 1, 1, side // 2
+            continue
+        x = b.conv(x, f"conv{block}_{idx}", cin, item, 3, 1, 1, bias=True)
+        x = b.node("Relu", [x], f"relu{block}_{idx}")
+        cin, idx = item, idx + 1
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    ratio = b.const("dropout_ratio", 0.5)
+    x = b.gemm(x, "fc6", 512 * side * side, 4096)
+    x = b.dropout(b.node("Relu", [x], "relu6"), "drop6", ratio)
+    x = b.gemm(x, "fc7", 4096, 4096)
+    x = b.dropout(b.node("Relu", [x], "relu7"), "drop7", ratio)
+    b.gemm(x, "fc8", 4096, classes, output="logits")
+    b.output("logits", (batch, classes))
+    return b.model
+
+
+#: MobileNetV2 inverted-residual settings (expansion t, channels c, repeats n, stride s).
+MOBILENET_V2_SETTINGS = (
+    (1, 16, 1, 1),
+    (6, 24, 2, 2),
+    (6, 32, 3, 2),
+    (6, 64, 4, 2),
+    (6, 96, 3, 1),
+    (6, 160, 3, 2),
+    (6, 320, 1, 1),
+)
+
+
+def _make_divisible(v: float, divisor: int = 8) -> int:
+    """torchvision's channel rounding: nearest multiple of ``divisor``, never below 90 %."""
+    new_v = max(divisor, int(v + divisor / 2) // divisor * divisor)
+    if new_v < 0.9 * v:
+        new_v += divisor
+    return new_v
+
+
+def mobilenet_v2_onnx(
+    batch: int = 8,
+    image: int = 224,
+    classes: int = 1000,
+    width_mult: float = 1.0,
+    *,
+    seed: int | None = None,
+) -> onnx.ModelProto:
+    """MobileNetV2 as in torchvision (ReLU6 = ``Clip(0, 6)``), as ONNX.
+
+    Parameters
+    ----------
+    batch
+        Batch size.
+    image
+        Input side.
+    classes
+        Number of classes (at least 2).
+    width_mult
+        Channel multiplier; channels are rounded to multiples of 8 as torchvision does,
+        and the last conv has ``1280 * max(1, width_mult)`` channels (rounded).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input`` ``(batch, 3, image, image)``, output ``logits``; nodes
+        ``features.0.conv``, ``features.{i}.expand|dw|project.*``, ``features.18.*``,
+        ``classifier.fc``.
+    """
+    batch, image = _int(batch, "mobilenet_v2.batch"), _int(image, "mobilenet_v2.image")
+    classes = _int(classes, "mobilenet_v2.classes", minimum=2)
+    width_mult = _float(width_mult, "mobilenet_v2.width_mult")
+    b = _Onnx("mobilenet_v2", _seed(seed, "mobilenet_v2.seed"))
+    lo, hi = b.const("relu6_min", 0.0), b.const("relu6_max", 6.0)
+
+    def relu6(x: str, name: str) -> str:
+        return b.node("Clip", [x, lo, hi], name)
+
+    def conv_bn_relu6(
+        x: str, p: str, cin: int, cout: int, k: int, stride: int, group: int = 1
+    ) -> str:
+        x = b.conv(x, f"{p}.conv", cin, cout, k, stride, (k - 1) // 2, group)
+        return relu6(b.bn(x, f"{p}.bn", cout), f"{p}.relu6")
+
+    x = b.input("input", (batch, 3, image, image))
+    cin = _make_divisible(32 * width_mult)
+    last = _make_divisible(1280 * max(1.0, width_mult))
+    x = conv_bn_relu6(x, "features.0", 3, cin, 3, 2)
+    index = 1
+    for t, c, n, s in MOBILENET_V2_SETTINGS:
+        cout = _make_divisible(c * width_mult)
+        for i in range(n):
+            stride = s if i == 0 else 1
+            p = f"features.{index}"
+            hidden = int(round(cin * t))
+            y = x
+            if t != 1:
+                y = conv_bn_relu6(y, f"{p}.expand", cin, hidden, 1, 1)
+            y = conv_bn_relu6(y, f"{p}.dw", hidden, hidden, 3, stride, group=hidden)
+            y = b.bn(b.conv(y, f"{p}.project.conv", hidden, cout, 1), f"{p}.project.bn", cout)
+            if stride == 1 and cin == cout:
+                y = b.node("Add", [x, y], f"{p}.add")
+            x, cin, index = y, cout, index + 1
+    x = conv_bn_relu6(x, f"features.{index}", cin, last, 1, 1)
+    x = b.node("GlobalAveragePool", [x], "avgpool")
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    x = b.dropout(x, "classifier.dropout", b.const("dropout_ratio", 0.2))
+    b.gemm(x, "classifier.fc", last, classes, output="logits")
+    b.output("logits", (batch, classes))
+    return b.model
+
+
+def gpt2_onnx(
+    n_layer: int | None = None,
+    d_model: int | None = None,
+    n_head: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    *,
+    seed: int | None = None,
+) -> onnx.ModelProto:
+    """A GPT-2 style decoder (pre-norm blocks, untied LM head), as ONNX.
+
+    Parameters
+    ----------
+    n_layer, d_model, n_head, seq, vocab, batch
+        Blocks, model width, attention heads (must divide ``d_model``), sequence
+        length, vocabulary size (at least 2) and batch size.  Each left at ``None`` takes the
+        preset's value; without a preset the defaults are ``2, 128, 4, 64, 512, 4``
+        (the ``"tiny"`` preset).
+    preset
+        ``"tiny"`` or ``"small"`` (GPT-2 small: 12 layers, 768 wide, 12 heads, 1024
+        tokens, 50257 words, batch 1); explicit arguments override it.
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input_ids`` ``(batch, seq)`` int64, output ``logits``
+        ``(batch, seq, vocab)``; nodes named like Hugging Face's modules (``wte``,
+        ``h.3.attn.c_attn``, ``h.3.mlp.c_fc``, ``ln_f``, ``lm_head``).
+    """
+    if preset is not None and preset not in GPT2_PRESETS:
+        raise MonetError(
+            f"unknown preset {preset!r}",
+            field="gpt2.preset",
+            fix=f"use one of: {', '.join(GPT2_PRESETS)} (or none)",
+        )
+    given = {
+        "n_layer": n_layer,
+        "d_model": d_model,
+        "n_head": n_head,
+        "seq": seq,
+        "vocab": vocab,
+        "batch": batch,
+    }
+    cfg = dict(GPT2_PRESETS[preset or "tiny"])
+    cfg.update({k: v for k, v in given.items() if v is not None})
+    L, d, H, T, B = (
+        _int(cfg[k], f"gpt2.{k}") for k in ("n_layer", "d_model", "n_head", "seq", "batch")
+    )
+    V = _int(cfg["vocab"], "gpt2.vocab", minimum=2)
+    if d % H:
+        raise MonetError(
+            f"n_head={H} does not divide d_model={d}",
+            field="gpt2.n_head",
+            fix="choose n_head dividing d_model",
+        )
+    dh = d // H
+    b = _Onnx(f"gpt2_{preset}" if preset else "gpt2", _seed(seed, "gpt2.seed"))
+
+    ids = b.input("input_ids", (B, T), _INT64)
+    pos_ids = b.const("pos_ids", np.arange(T), np.int64)
+    mask = b.const(
+        "attn_mask", np.triu(np.full((T, T), -1e4, dtype=np.float32), k=1).reshape(1, 1, T, T)
+    )
+    heads_shape = b.const("heads_shape", [B, T, H, dh], np.int64)
+    merge_shape = b.const("merge_shape", [B, T, d], np.int64)
+    qkv_split = b.const("qkv_split", [d, d, d], np.int64)
+    scale = b.const("attn_scale", math.sqrt(dh))
+    sqrt2, one, half = (
+        b.const("gelu_sqrt2", math.sqrt(2.0)),
+        b.const("gelu_one", 1.0),
+        b.const("gelu_half", 0.5),
+    )
+
+    tok = b.node("Gather", [b.param("wte.weight", (V, d)), ids], "wte", axis=0)
+    pos = b.node("Gather", [b.param("wpe.weight", (T, d)), pos_ids], "wpe", axis=0)
+    h = b.node("Add", [tok, pos], "embed")
+    for i in range(L):
+        p = f"h.{i}"
+        a = b.layernorm(h, f"{p}.ln_1", d)
+        qkv = b.linear(a, f"{p}.attn.c_attn", d, 3 * d, output=f"{p}.attn.qkv")
+        q, k, v = b.node(
+            "Split",
+            [qkv, qkv_split],
+            f"{p}.attn.split",
+            [f"{p}.attn.q", f"{p}.attn.k", f"{p}.attn.v"],
+            axis=-1,
+        )
+        heads = {}
+        for name, t, perm in (
+            ("q", q, [0, 2, 1, 3]),
+            ("k", k, [0, 2, 3, 1]),
+            ("v", v, [0, 2, 1, 3]),
+        ):
+            r = b.node("Reshape", [t, heads_shape], f"{p}.attn.{name}_reshape")
+            heads[name] = b.node("Transpose", [r], f"{p}.attn.{name}_transpose", perm=perm)
+        s = b.node("MatMul", [heads["q"], heads["k"]], f"{p}.attn.scores")
+        s = b.node("Div", [s, scale], f"{p}.attn.scale")
+        s = b.node("Add", [s, mask], f"{p}.attn.mask")
+        pr = b.node("Softmax", [s], f"{p}.attn.softmax", axis=-1)
+        o = b.node("MatMul", [pr, heads["v"]], f"{p}.attn.context")
+        o = b.node("Transpose", [o], f"{p}.attn.merge_transpose", perm=[0, 2, 1, 3])
+        o = b.node("Reshape", [o, merge_shape], f"{p}.attn.merge_reshape")
+        o = b.linear(o, f"{p}.attn.c_proj", d, d, output=f"{p}.attn.out")
+        h = b.node("Add", [h, o], f"{p}.residual_1")
+        m = b.layernorm(h, f"{p}.ln_2", d)
+        f = b.linear(m, f"{p}.mlp.c_fc", d, 4 * d, output=f"{p}.mlp.fc")
+        g = b.node("Div", [f, sqrt2], f"{p}.mlp.gelu.div")
+        g = b.node("Erf", [g], f"{p}.mlp.gelu.erf")
+        g = b.node("Add", [g, one], f"{p}.mlp.gelu.add_one")
+        g = b.node("Mul", [f, g], f"{p}.mlp.gelu.mul_x")
+        g = b.node("Mul", [g, half], f"{p}.mlp.gelu.mul_half", f"{p}.mlp.gelu")
+        f = b.linear(g, f"{p}.mlp.c_proj", 4 * d, d, output=f"{p}.mlp.out")
+        h = b.node("Add", [h, f], f"{p}.residual_2")
+    h = b.layernorm(h, "ln_f", d)
+    b.node("MatMul", [h, b.param("lm_head.weight", (d, V))], "lm_head", "logits")
+    b.output("logits", (B, T, V))
+    return b.model
+
+
+# =============================================================== graph builders
+def _import_graph(
+    model: onnx.ModelProto, where: str, import_options: dict[str, Any]
+) -> TrainingGraph:
+    from monet_ilp.graph.onnx_import import from_onnx
+
+    unknown = sorted(set(import_options) - {*IMPORT_OPTIONS, "name"})
+    if unknown:
+        raise MonetError(
+            f"unknown import option {unknown[0]!r}",
+            field=f"{where}.{unknown[0]}",
+            fix=f"use one of: {', '.join(IMPORT_OPTIONS)}, name",
+        )
+    options = dict(import_options)
+    options.setdefault("name", model.graph.name)
+    return from_onnx(model, **options)
+
+
+def mlp(
+    depth: int = 4,
+    width: int = 256,
+    batch: int = 64,
+    in_features: int = 784,
+    classes: int = 10,
+    **import_options: Any,
+) -> TrainingGraph:
+    """The training graph of :func:`mlp_onnx` (``import_options`` go to ``from_onnx``).
+
+    Parameters
+    ----------
+    depth, width, batch, in_features, classes
+        As in :func:`mlp_onnx`.
+    **import_options
+        ``optimizer``, ``granularity``, ``dtype``, ``loss``, ``allow_unknown``, and
+        ``name`` (the graph's name).
+
+    Returns
+    -------
+    TrainingGraph
+        Named ``mlp`` unless ``name`` is given.
+    """
+    return _import_graph(mlp_onnx(depth, width, batch, in_features, classes), "mlp", import_options)
+
+
+def resnet18(
+    variant: str = "cifar", batch: int = 32, classes: int | None = None, **import_options: Any
+) -> TrainingGraph:
+    """The training graph of :func:`resnet18_onnx` (``import_options`` go to ``from_onnx``).
+
+    Parameters
+    ----------
+    variant, batch, classes
+        As in :func:`resnet18_onnx`.
+    **import_options
+        ``optimizer``, ``granularity``, ``dtype``, ``loss``, ``allow_unknown``, and
+        ``name`` (the graph's name).
+
+    Returns
+    -------
+    TrainingGraph
+        Named ``resnet18_cifar`` or ``resnet18_imagenet`` unless ``name`` is given.
+    """
+    return _import_graph(resnet18_onnx(variant, batch, classes), "resnet18", import_options)
+
+
+def vgg16(
+    batch: int = 8, image: int = 224, classes: int = 1000, **import_options: Any
+) -> TrainingGraph:
+    """The training graph of :func:`vgg16_onnx` (``import_options`` go to ``from_onnx``).
+
+    Parameters
+    ----------
+    batch, image, classes
+        As in :func:`vgg16_onnx`.
+    **import_options
+        ``optimizer``, ``granularity``, ``dtype``, ``loss``, ``allow_unknown``, and
+        ``name`` (the graph's name).
+
+    Returns
+    -------
+    TrainingGraph
+        Named ``vgg16`` unless ``name`` is given.
+    """
+    return _import_graph(vgg16_onnx(batch, image, classes), "vgg16", import_options)
+
+
+def mobilenet_v2(
+    batch: int = 8,
+    image: int = 224,
+    classes: int = 1000,
+    width_mult: float = 1.0,
+    **import_options: Any,
+) -> TrainingGraph:
+    """The training graph of :func:`mobilenet_v2_onnx` (``import_options`` go to ``from_onnx``).
+
+    Parameters
+    ----------
+    batch, image, classes, width_mult
+        As in :func:`mobilenet_v2_onnx`.
+    **import_options
+        ``optimizer``, ``granularity``, ``dtype``, ``loss``, ``allow_unknown``, and
+        ``name`` (the graph's name).
+
+    Returns
+    -------
+    TrainingGraph
+        Named ``mobilenet_v2`` unless ``name`` is given.
+    """
+    return _import_graph(
+        mobilenet_v2_onnx(batch, image, classes, width_mult), "mobilenet_v2", import_options
+    )
+
+
+def gpt2(
+    n_layer: int | None = None,
+    d_model: int | None = None,
+    n_head: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    **import_options: Any,
+) -> TrainingGraph:
+    """The training graph of :func:`gpt2_onnx` (``import_options`` go to ``from_onnx``).
+
+    Parameters
+    ----------
+    n_layer, d_model, n_head, seq, vocab, batch, preset
+        As in :func:`gpt2_onnx`.
+    **import_options
+        ``optimizer``, ``granularity``, ``dtype``, ``loss``, ``allow_unknown``, and
+        ``name`` (the graph's name).
+
+    Returns
+    -------
+    TrainingGraph
+        Named ``gpt2``, ``gpt2_tiny`` or ``gpt2_small`` unless ``name`` is given.
+    """
+    model = gpt2_onnx(n_layer, d_model, n_head, seq, vocab, batch, preset)
+    return _import_graph(model, "gpt2", import_options)
+
+
+# ===================================================================== registry
+#: Zoo name -> (ONNX builder, graph builder, fixed arguments).
+_ENTRIES: dict[str, tuple[Callable[..., onnx.ModelProto], Callable[..., Any], dict[str, Any]]] = {
+    "mlp": (mlp_onnx, mlp, {}),
+    "resnet18": (resnet18_onnx, resnet18, {}),
+    "vgg16": (vgg16_onnx, vgg16, {}),
+    "mobilenet_v2": (mobilenet_v2_onnx, mobilenet_v2, {}),
+    "gpt2": (gpt2_onnx, gpt2, {}),
+    "gpt2_tiny": (gpt2_onnx, gpt2, {"preset": "tiny"}),
+    "gpt2_small": (gpt2_onnx, gpt2, {"preset": "small"}),
+}
+
+
+def _registered(graph_builder: Callable[..., Any], fixed: dict[str, Any]) -> Callable[..., Any]:
+    if not fixed:
+        return graph_builder
+    wrapped = functools.partial(graph_builder, **fixed)
+    functools.update_wrapper(wrapped, graph_builder)
+    return wrapped
+
+
+#: Zoo name -> graph builder (``MODELS["gpt2_small"](granularity="op")``).
+MODELS: dict[str, Callable[..., TrainingGraph]] = {
+    name: _registered(graph_builder, fixed) for name, (_, graph_builder, fixed) in _ENTRIES.items()
+}
+
+
+def _entry(name: Any) -> tuple[Callable[..., onnx.ModelProto], dict[str, Any]]:
+    if not isinstance(name, str) or name not in _ENTRIES:
+        known = ", ".join(_ENTRIES)
+        close = difflib.get_close_matches(str(name), list(_ENTRIES), n=1, cutoff=0.4)
+        fix = f"did you mean {close[0]!r}?" if close else f"use one of: {known}"
+        raise UnknownModelError(
+            f"unknown zoo model {name!r}; known models: {known}", field="model", fix=fix
+        )
+    onnx_builder, _, fixed = _ENTRIES[name]
+    return onnx_builder, fixed
+
+
+def _model_param_names(onnx_builder: Callable[..., Any], fixed: Mapping[str, Any]) -> list[str]:
+    return [p for p in inspect.signature(onnx_builder).parameters if p not in fixed]
+
+
+def split_params(params: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split ``params`` into model parameters and import options (:data:`IMPORT_OPTIONS`).
+
+    Parameters
+    ----------
+    params
+        Mixed keyword arguments, e.g. from :func:`parse_params`.
+
+    Returns
+    -------
+    tuple of dict
+        ``(model_params, import_options)``; ``batch`` is a model parameter.
+    """
+    model = {k: v for k, v in params.items() if k not in IMPORT_OPTIONS}
+    options = {k: v for k, v in params.items() if k in IMPORT_OPTIONS}
+    return model, options
+
+
+def onnx_model(name: str, **params: Any) -> onnx.ModelProto:
+    """The ONNX model of zoo entry ``name``.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`MODELS`.
+    **params
+        Parameters of the entry's ONNX builder (e.g. ``batch=8``, ``seed=0``).
+
+    Returns
+    -------
+    onnx.ModelProto
+
+    Raises
+    ------
+    UnknownModelError
+        ``name`` is not in the zoo (the message suggests the closest name).
+    MonetError
+        A parameter is unknown or invalid.
+    """
+    onnx_builder, fixed = _entry(name)
+    valid = _model_param_names(onnx_builder, fixed)
+    for key in params:
+        if key not in valid:
+            raise MonetError(
+                f"unknown parameter {key!r} for model {name!r}",
+                field=f"{name}.{key}",
+                fix=f"use one of: {', '.join(valid)}",
+            )
+    return onnx_builder(**fixed, **params)
+
+
+def build(name: str, **params: Any) -> TrainingGraph:
+    """The training graph of zoo entry ``name``.
+
+    Parameters
+    ----------
+    name
+        A key of :data:`MODELS`.
+    **params
+        Model parameters (as for :func:`onnx_model`) and import options
+        (:data:`IMPORT_OPTIONS`: ``optimizer``, ``granularity``, ``dtype``, ...).
+
+    Returns
+    -------
+    TrainingGraph
+        Named after the model (``mlp``, ``resnet18_cifar``, ``gpt2_small``, ...);
+        to choose another name call ``MODELS[name](..., name=...)``.
+
+    Raises
+    ------
+    UnknownModelError
+        ``name`` is not in the zoo (the message suggests the closest name).
+    MonetError
+        A parameter is unknown or invalid.
+    """
+    onnx_builder, fixed = _entry(name)
+    model_params, options = split_params(params)
+    valid = _model_param_names(onnx_builder, fixed)
+    for key in model_params:
+        if key not in valid:
+            raise MonetError(
+                f"unknown parameter {key!r} for model {name!r}",
+                field=f"{name}.{key}",
+                fix=f"use one of: {', '.join(valid + list(IMPORT_OPTIONS))}",
+            )
+    return _import_graph(onnx_builder(**fixed, **model_params), name, options)
+
+
+def parse_params(items: Sequence[str]) -> dict[str, Any]:
+    """Turn CLI ``KEY=VALUE`` strings into a dict of ints, floats, booleans, None or strings.
+
+    Parameters
+    ----------
+    items
+        E.g. ``["batch=8", "variant=imagenet", "width_mult=0.5"]``.
+
+    Returns
+    -------
+    dict
+        ``{"batch": 8, "variant": "imagenet", "width_mult": 0.5}``; ``true``/``false``
+        become booleans and ``none``/``null`` become ``None``.
+
+    Raises
+    ------
+    MonetError
+        An item has no ``=``, an empty key, or repeats a key.
+    """
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = str(item).partition("=")
+        key, text = key.strip(), text.strip()
+        if not sep or not key:
+            raise MonetError(
+                f"cannot read parameter {item!r}",
+                field="--param",
+                fix="write KEY=VALUE, e.g. batch=8",
+            )
+        if key in out:
+            raise MonetError(
+                f"parameter {key!r} given twice",
+                field=f"--param {key}",
+                fix="give each parameter once",
+            )
+        out[key] = _parse_value(text)
+    return out
+
+
+def _parse_value(text: str) -> Any:
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if lowered in ("none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if math.isfinite(value) else text
