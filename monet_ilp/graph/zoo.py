@@ -854,15 +854,19 @@ def onnx_model(name: str, **params: Any) -> onnx.ModelProto:
         A parameter is unknown or invalid.
     """
     onnx_builder, fixed = _entry(name)
+    _check_model_params(name, onnx_builder, fixed, params, also_valid=())
+    return onnx_builder(**fixed, **params)
+
+
+def _check_model_params(name, onnx_builder, fixed, params, also_valid) -> None:
     valid = _model_param_names(onnx_builder, fixed)
     for key in params:
         if key not in valid:
             raise MonetError(
                 f"unknown parameter {key!r} for model {name!r}",
                 field=f"{name}.{key}",
-                fix=f"use one of: {', '.join(valid)}",
+                fix=f"use one of: {', '.join(valid + list(also_valid))}",
             )
-    return onnx_builder(**fixed, **params)
 
 
 def build(name: str, **params: Any) -> TrainingGraph:
@@ -891,14 +895,7 @@ def build(name: str, **params: Any) -> TrainingGraph:
     """
     onnx_builder, fixed = _entry(name)
     model_params, options = split_params(params)
-    valid = _model_param_names(onnx_builder, fixed)
-    for key in model_params:
-        if key not in valid:
-            raise MonetError(
-                f"unknown parameter {key!r} for model {name!r}",
-                field=f"{name}.{key}",
-                fix=f"use one of: {', '.join(valid + list(IMPORT_OPTIONS))}",
-            )
+    _check_model_params(name, onnx_builder, fixed, model_params, also_valid=IMPORT_OPTIONS)
     return _import_graph(onnx_builder(**fixed, **model_params), name, options)
 
 
