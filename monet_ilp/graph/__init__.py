@@ -11,6 +11,7 @@ from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGr
 from monet_ilp.graph.node_link import from_node_link, save_node_link, to_node_link
 from monet_ilp.graph.onnx_import import SUPPORTED_OPS, from_onnx
 from monet_ilp.graph.random_dag import random_layered
+from monet_ilp.graph import zoo  # noqa: E402  (after the importer it uses)
 
 __all__ = [
     "DType",
@@ -29,4 +30,5 @@ __all__ = [
     "store_all_peak",
     "summarize",
     "to_node_link",
+    "zoo",
 ]

@@ -141,3 +141,36 @@ def attention_with_views(batch=2, t=4, d=8, heads=2) -> onnx.ModelProto:
     ]
     return model(nodes, [("x", [batch, t, d])], [("y", [batch, t, d])],
                  [weight("w_qkv", (d, 3 * d)), weight("w_o", (d, d))])
+
+
+def every_op(batch=2) -> onnx.ModelProto:
+    """One model touching every supported op type not covered by the models above."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        n("Sigmoid", ["c"], ["sg"], name="sigmoid"),
+        n("Tanh", ["c"], ["th"], name="tanh"),
+        n("Mul", ["sg", "th"], ["gate"], name="gate"),             # product of two activations
+        n("LeakyRelu", ["gate"], ["lr"], name="leaky", alpha=0.1),
+        n("AveragePool", ["lr"], ["ap"], name="avgpool", kernel_shape=[2, 2], strides=[2, 2]),
+        n("MaxPool", ["lr"], ["mp"], name="maxpool", kernel_shape=[2, 2], strides=[2, 2]),
+        n("Sub", ["ap", "mp"], ["diff"], name="sub"),
+        n("Concat", ["ap", "diff"], ["cat"], name="concat", axis=1),
+        n("Identity", ["cat"], ["cat_id"], name="identity"),
+        const("ratio", 0.1),
+        n("Dropout", ["cat_id", "ratio"], ["drop"], name="dropout"),
+        const("starts", [0], np.int64), const("ends", [4], np.int64), const("axes", [1], np.int64),
+        n("Slice", ["drop", "starts", "ends", "axes"], ["sl"], name="slice"),
+        n("GlobalAveragePool", ["sl"], ["gap"], name="gap"),
+        const("sq_axes", [2, 3], np.int64),
+        n("Squeeze", ["gap", "sq_axes"], ["flat"], name="squeeze"),
+        n("Gelu", ["flat"], ["ge"], name="gelu"),
+        const("two", 2.0),
+        n("Div", ["ge", "two"], ["half"], name="div"),
+        n("Gemm", ["half", "wf"], ["logits2d"], name="fc", transB=1),
+        const("un_axes", [1], np.int64),
+        n("Unsqueeze", ["logits2d", "un_axes"], ["u"], name="unsqueeze"),
+        n("Squeeze", ["u", "un_axes"], ["y"], name="squeeze_back"),
+    ]
+    return model(nodes, [("x", [batch, 3, 8, 8])], [("y", [batch, 5])],
+                 [weight("w", (4, 3, 3, 3)), weight("wf", (5, 4))], opset=20)

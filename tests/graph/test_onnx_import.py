@@ -230,3 +230,20 @@ def test_bad_options():
         from_onnx(ob.mlp(), optimizer="lion")
     with pytest.raises(MonetError, match="dtype"):
         from_onnx(ob.mlp(), dtype="int64")
+
+
+@pytest.mark.parametrize("granularity", ["layer", "op"])
+def test_every_supported_op_imports(granularity):
+    g = from_onnx(ob.every_op(), granularity=granularity)
+    ops = {m for op in _forward(g) for m in op.members}
+    compute = {"conv", "sigmoid", "tanh", "gate", "leaky", "avgpool", "maxpool", "sub", "concat", "gap",
+               "gelu", "div", "fc"}
+    assert ops == compute  # views (identity, dropout, slice, squeeze, unsqueeze) leave no op
+    saved = {t.id for t in g.saved_tensors()}
+    # Sigmoid and tanh save outputs, the gate product saves both, leaky ReLU and
+    # average pooling their input, max pooling input and indices, GELU its input
+    # (a squeezed view of the pooled tensor, so the pooled tensor itself).
+    assert {"sg", "th", "gate", "lr", "maxpool.indices", "gap"} <= saved
+    # Sub and Concat save nothing; the concatenation is saved only as the pooled input.
+    assert "diff" not in saved and "cat" in saved
+    assert g.tensor("maxpool.indices").dtype.value == "int64"
