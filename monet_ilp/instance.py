@@ -1,0 +1,360 @@
+"""Instance: a training graph with integer costs, memory budgets and an objective.
+
+This is what every formulation solves and what the evaluator checks against.  All
+quantities are integers: cycles (of the hardware's reference clock), bytes and
+picojoules.  Fractional inputs are scaled once, here, at creation:
+
+* node-link compute costs that are not integers are multiplied by
+  ``meta["cost_scale"]`` (1000) and rounded;
+* link bandwidths are kept as exact fractions ``bandwidth_num / bandwidth_den``
+  bytes per cycle, so a transfer of ``b`` bytes takes
+  ``latency_cycles + ceil(b * den / num)`` cycles;
+* per-byte energies are integers in femtojoules (``*_fj_per_byte``), and an energy
+  of ``b`` bytes is ``(b * fj + 500) // 1000`` picojoules (rounded half up);
+* static power is ``static_fj_per_cycle``; static energy is
+  ``static_fj_per_cycle * latency // 1000`` picojoules.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import StrEnum
+from fractions import Fraction
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from monet_ilp.errors import InputFormatError, MonetError
+from monet_ilp.graph.ir import TrainingGraph, read_json
+from monet_ilp.hardware.model import OpCost
+
+FORMAT_NAME = "monet-ilp/instance"
+FORMAT_VERSION = 1
+COST_SCALE = 1000
+
+
+class Problem(StrEnum):
+    """Problem classes of DESIGN.md; each contains the previous one."""
+
+    P1 = "P1"  # remat: one core, one budgeted memory, fixed order of first computations
+    P2 = "P2"  # remat + offload to a second memory over a link
+    P3 = "P3"  # joint allocation, remat and offload on several cores
+
+
+class Objective(StrEnum):
+    COMPUTE = "compute"  # total compute cycles, recomputation included (P1)
+    LATENCY = "latency"  # makespan
+    ENERGY = "energy"  # total energy, static included
+    WEIGHTED = "weighted"  # alpha * latency / ref + (1 - alpha) * energy / ref
+
+
+@dataclass(frozen=True)
+class CoreSpec:
+    """A core of the instance and the memory its ops read and write."""
+
+    id: str
+    memory: str
+
+
+@dataclass(frozen=True)
+class MemorySpec:
+    """A memory; ``capacity_bytes`` is the budget the schedule must respect."""
+
+    id: str
+    kind: str
+    capacity_bytes: int
+    read_fj_per_byte: int = 0
+    write_fj_per_byte: int = 0
+
+
+@dataclass(frozen=True)
+class LinkSpec:
+    """A link; one transfer at a time.  See the module docstring for the integer formulas."""
+
+    id: str
+    endpoints: tuple[str, ...]
+    bandwidth_num: int
+    bandwidth_den: int = 1
+    latency_cycles: int = 0
+    fj_per_byte: int = 0
+
+    def transfer_cycles(self, nbytes: int) -> int:
+        return self.latency_cycles + -(-nbytes * self.bandwidth_den // self.bandwidth_num)
+
+    def transfer_pj(self, nbytes: int) -> int:
+        return (nbytes * self.fj_per_byte + 500) // 1000
+
+    def connects(self, a: str, b: str) -> bool:
+        return a != b and a in self.endpoints and b in self.endpoints
+
+
+def pj_of(nbytes: int, fj_per_byte: int) -> int:
+    """Picojoules of moving ``nbytes`` at ``fj_per_byte`` femtojoules per byte (half up)."""
+    return (nbytes * fj_per_byte + 500) // 1000
+
+
+@dataclass(frozen=True)
+class Instance:
+    """Graph + cores + memories (with budgets) + links + integer costs + objective.
+
+    ``costs[op][core]`` is the cost of running ``op`` on ``core``; an op may run
+    only on the cores listed.  ``pinned_costs[op][core]`` is its cost when every
+    persistent tensor it reads is pinned in that core's memory (P3 only).
+    Graph inputs start in ``input_home`` at time 0.  Persistent tensors (weights,
+    gradients, optimizer state) live in ``persistent_home`` for the whole
+    iteration, or are not modelled at all when it is ``None`` (P1, P2).
+    """
+
+    name: str
+    problem: Problem
+    objective: Objective
+    graph: TrainingGraph
+    cores: tuple[CoreSpec, ...]
+    memories: tuple[MemorySpec, ...]
+    links: tuple[LinkSpec, ...]
+    costs: Mapping[str, Mapping[str, OpCost]]
+    input_home: str
+    persistent_home: str | None = None
+    pinned_costs: Mapping[str, Mapping[str, OpCost]] = field(default_factory=dict)
+    static_fj_per_cycle: int = 0
+    alpha: float = 0.5
+    runtime_limit_cycles: int | None = None
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        freeze = lambda table: MappingProxyType({k: MappingProxyType(dict(v)) for k, v in table.items()})
+        object.__setattr__(self, "costs", freeze(self.costs))
+        object.__setattr__(self, "pinned_costs", freeze(self.pinned_costs))
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+        object.__setattr__(self, "_cores", {c.id: c for c in self.cores})
+        object.__setattr__(self, "_memories", {m.id: m for m in self.memories})
+        object.__setattr__(self, "_links", {l.id: l for l in self.links})
+        _validate(self)
+
+    # -------------------------------------------------------------- access
+    def core(self, core_id: str) -> CoreSpec:
+        return self._cores[core_id]  # type: ignore[attr-defined]
+
+    def memory(self, memory_id: str) -> MemorySpec:
+        return self._memories[memory_id]  # type: ignore[attr-defined]
+
+    def link(self, link_id: str) -> LinkSpec:
+        return self._links[link_id]  # type: ignore[attr-defined]
+
+    def has_core(self, core_id: str) -> bool:
+        return core_id in self._cores  # type: ignore[attr-defined]
+
+    def has_memory(self, memory_id: str) -> bool:
+        return memory_id in self._memories  # type: ignore[attr-defined]
+
+    def has_link(self, link_id: str) -> bool:
+        return link_id in self._links  # type: ignore[attr-defined]
+
+    def cost(self, op: str, core: str, *, pinned: bool = False) -> OpCost:
+        if pinned and core in self.pinned_costs.get(op, {}):
+            return self.pinned_costs[op][core]
+        return self.costs[op][core]
+
+    def cores_for(self, op: str) -> tuple[str, ...]:
+        return tuple(self.costs[op])
+
+    def links_between(self, a: str, b: str) -> tuple[LinkSpec, ...]:
+        return tuple(l for l in self.links if l.connects(a, b))
+
+    @property
+    def budget_bytes(self) -> int:
+        """Capacity of the first core's memory: the budget of P1 and P2."""
+        return self.memory(self.cores[0].memory).capacity_bytes
+
+    # ---------------------------------------------------------------- JSON
+    def to_dict(self) -> dict[str, Any]:
+        def table(t):
+            return {op: {c: [x.cycles, x.compute_pj, x.sram_pj, x.dram_pj] for c, x in row.items()}
+                    for op, row in t.items()}
+
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "name": self.name,
+            "problem": str(self.problem),
+            "objective": str(self.objective),
+            "cores": [{"id": c.id, "memory": c.memory} for c in self.cores],
+            "memories": [m.__dict__ for m in self.memories],
+            "links": [{**l.__dict__, "endpoints": list(l.endpoints)} for l in self.links],
+            "input_home": self.input_home,
+            "persistent_home": self.persistent_home,
+            "static_fj_per_cycle": self.static_fj_per_cycle,
+            "alpha": self.alpha,
+            "runtime_limit_cycles": self.runtime_limit_cycles,
+            "meta": dict(self.meta),
+            "costs": table(self.costs),
+            "pinned_costs": table(self.pinned_costs),
+            "graph": self.graph.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> "Instance":
+        try:
+            if not isinstance(data, Mapping) or data.get("format") != FORMAT_NAME:
+                raise InputFormatError(
+                    f'not a monet-ilp instance (expected "format": "{FORMAT_NAME}")',
+                    field="format",
+                    fix="pass a file written by `monet-ilp instance make`",
+                )
+            if data.get("version") != FORMAT_VERSION:
+                raise InputFormatError(f"unsupported instance version {data.get('version')!r}",
+                                       field="version", fix="regenerate the instance")
+
+            def table(key):
+                rows = data.get(key, {})
+                return {op: {c: OpCost(*map(int, v)) for c, v in row.items()} for op, row in rows.items()}
+
+            return cls(
+                name=str(data["name"]),
+                problem=Problem(data["problem"]),
+                objective=Objective(data["objective"]),
+                graph=TrainingGraph.from_dict(data["graph"], source=source),
+                cores=tuple(CoreSpec(**c) for c in data["cores"]),
+                memories=tuple(MemorySpec(**m) for m in data["memories"]),
+                links=tuple(LinkSpec(**{**l, "endpoints": tuple(l["endpoints"])}) for l in data["links"]),
+                costs=table("costs"),
+                pinned_costs=table("pinned_costs"),
+                input_home=data["input_home"],
+                persistent_home=data.get("persistent_home"),
+                static_fj_per_cycle=int(data.get("static_fj_per_cycle", 0)),
+                alpha=float(data.get("alpha", 0.5)),
+                runtime_limit_cycles=data.get("runtime_limit_cycles"),
+                meta=data.get("meta", {}),
+            )
+        except MonetError as err:
+            raise err.with_file(source) if source else err
+        except (KeyError, TypeError, ValueError) as err:
+            raise InputFormatError(
+                f"malformed instance ({type(err).__name__}: {err})",
+                file=source,
+                field=str(err.args[0]) if isinstance(err, KeyError) else None,
+                fix="regenerate the instance with `monet-ilp instance make`",
+            ) from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict()) + "\n")
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Instance":
+        return cls.from_dict(read_json(path), source=str(path))
+
+
+def link_spec(link_id: str, endpoints, bandwidth_bytes_per_cycle: float, pj_per_byte: float,
+              latency_cycles: int = 0) -> LinkSpec:
+    """Scale a physical link (float bandwidth and energy) to its integer form."""
+    bandwidth = Fraction(bandwidth_bytes_per_cycle).limit_denominator(1_000_000)
+    return LinkSpec(
+        id=link_id,
+        endpoints=tuple(endpoints),
+        bandwidth_num=bandwidth.numerator,
+        bandwidth_den=bandwidth.denominator,
+        latency_cycles=int(latency_cycles),
+        fj_per_byte=round(pj_per_byte * 1000),
+    )
+
+
+def _validate(inst: Instance) -> None:
+    def bad(problem: str, field_name: str, fix: str) -> MonetError:
+        return MonetError(problem, field=field_name, fix=fix)
+
+    if len(inst._cores) != len(inst.cores) or len(inst._memories) != len(inst.memories):  # type: ignore[attr-defined]
+        raise bad("duplicate core or memory id", "cores/memories", "give every core and memory a unique id")
+    for c in inst.cores:
+        if not inst.has_memory(c.memory):
+            raise bad(f"core {c.id!r} uses unknown memory {c.memory!r}", f"cores.{c.id}.memory",
+                      "declare the memory")
+    for m in inst.memories:
+        if not isinstance(m.capacity_bytes, int) or m.capacity_bytes <= 0:
+            raise bad(f"memory {m.id!r} has capacity {m.capacity_bytes!r}", f"memories.{m.id}.capacity_bytes",
+                      "give a positive byte budget")
+    for l in inst.links:
+        for e in l.endpoints:
+            if not inst.has_memory(e):
+                raise bad(f"link {l.id!r} names unknown memory {e!r}", f"links.{l.id}.endpoints",
+                          "declare the memory")
+        if l.bandwidth_num <= 0 or l.bandwidth_den <= 0:
+            raise bad(f"link {l.id!r} has no bandwidth", f"links.{l.id}", "give a positive bandwidth")
+    for home in (inst.input_home, inst.persistent_home):
+        if home is not None and not inst.has_memory(home):
+            raise bad(f"unknown memory {home!r}", "input_home/persistent_home", "name a declared memory")
+    for op in inst.graph.ops:
+        row = inst.costs.get(op.id)
+        if not row:
+            raise bad(f"op {op.id!r} can run on no core", f"costs.{op.id}",
+                      "give every op a cost on at least one core")
+        for core, cost in row.items():
+            if not inst.has_core(core):
+                raise bad(f"op {op.id!r} is costed on unknown core {core!r}", f"costs.{op.id}.{core}",
+                          "cost ops on declared cores only")
+            if min(cost.cycles, cost.compute_pj, cost.sram_pj, cost.dram_pj) < 0:
+                raise bad(f"op {op.id!r} has a negative cost on {core!r}", f"costs.{op.id}.{core}",
+                          "costs are non-negative integers")
+
+
+# ------------------------------------------------------------------ builders
+def budget_bytes_of(graph: TrainingGraph, budget: float | int, *, field_name: str = "budget") -> int:
+    """A budget in bytes: an ``int`` is bytes, a ``float`` a fraction of the store-all peak.
+
+    The peak is that of non-persistent tensors in the graph's op order
+    (``formulations/training_graph.md``, M1); persistent tensors are outside the budget.
+    """
+    from monet_ilp.graph.analysis import store_all_peak
+
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
+        raise MonetError(f"budget {budget!r} must be positive", field=field_name,
+                         fix="give a fraction of the store-all peak (e.g. 0.8) or a byte count")
+    if isinstance(budget, float):
+        return max(1, int(budget * store_all_peak(graph).activation_bytes))
+    return budget
+
+
+def graph_costs(graph: TrainingGraph) -> tuple[dict[str, int], int]:
+    """Per-op integer costs from the graph itself, and the scale applied.
+
+    Node-link graphs carry ``cost``; integer costs are kept, fractional ones are
+    multiplied by :data:`COST_SCALE` and rounded.  Ops without a cost (ONNX graphs
+    used without hardware) cost their FLOPs.
+    """
+    given = [op.cost for op in graph.ops if op.cost is not None]
+    fractional = any(float(c) != int(c) for c in given)
+    scale = COST_SCALE if fractional else 1
+    costs = {
+        op.id: (round(op.cost * scale) if op.cost is not None else op.flops * scale) for op in graph.ops
+    }
+    return costs, scale
+
+
+def p1_instance(graph: TrainingGraph, budget: float | int = 0.8, *, name: str | None = None) -> Instance:
+    """P1 (remat) on one core, with costs taken from the graph (no hardware).
+
+    The one memory, ``core0.sram``, has the budget as capacity; the objective is the
+    total compute cost, recomputation included.
+    """
+    from monet_ilp.graph.analysis import store_all_peak
+
+    costs, scale = graph_costs(graph)
+    capacity = budget_bytes_of(graph, budget)
+    return Instance(
+        name=name or f"{graph.name}_p1_b{budget}",
+        problem=Problem.P1,
+        objective=Objective.COMPUTE,
+        graph=graph,
+        cores=(CoreSpec("core0", "core0.sram"),),
+        memories=(MemorySpec("core0.sram", "sram", capacity),),
+        links=(),
+        costs={op: {"core0": OpCost(cycles=c)} for op, c in costs.items()},
+        input_home="core0.sram",
+        meta={
+            "budget": budget,
+            "budget_bytes": capacity,
+            "store_all_peak_bytes": store_all_peak(graph).activation_bytes,
+            "cost_source": "graph",
+            "cost_scale": scale,
+        },
+    )
