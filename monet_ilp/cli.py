@@ -241,15 +241,244 @@ def _print_summary(g):
     return s
 
 
+# ------------------------------------------------------------------ hardware
+@cli.group()
+def hw() -> None:
+    """Show and validate hardware descriptions (presets or YAML files)."""
+
+
+def _load_hw(source: str, sets: tuple[str, ...]):
+    from monet_ilp.hardware.presets import PRESETS, parse_set, preset
+    from monet_ilp.hardware.schema import load_hardware
+
+    if source in PRESETS:
+        return preset(source, **parse_set(list(sets)))
+    if sets:
+        raise MonetError("--set applies to presets, not to YAML files", field="--set",
+                         fix=f"edit the file, or use a preset: {', '.join(PRESETS)}")
+    if not Path(source).suffix:
+        from difflib import get_close_matches
+
+        close = get_close_matches(source, list(PRESETS), n=1)
+        raise MonetError(f"unknown hardware {source!r}", field="--hw",
+                         fix=(f"did you mean {close[0]!r}? " if close else "")
+                         + f"use a preset ({', '.join(PRESETS)}) or a YAML file")
+    return load_hardware(source)
+
+
+@hw.command("show")
+@click.argument("source")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Preset parameter (repeatable).")
+@click.option("--yaml", "yaml_out", type=click.Path(dir_okay=False), help="Write the description as YAML.")
+def hw_show(source, sets, yaml_out):
+    """Print the cores, memories and links of a preset or YAML file."""
+    hardware = _load_hw(source, sets)
+    cores = Table(title=f"{hardware.name}: cores (clock {hardware.clock_hz / 1e6:g} MHz)")
+    for col in ("core", "U x L", "MACs/cycle", "SRAM", "SRAM B/cycle", "MAC pJ", "vector ops/cycle", "static mW"):
+        cores.add_column(col, justify="left" if col == "core" else "right")
+    for c in hardware.cores:
+        cores.add_row(c.id, f"{c.simd_units} x {c.lanes}", str(c.macs_per_cycle), human_bytes(c.sram_bytes),
+                      f"{c.sram_bandwidth_bytes_per_cycle:g}", f"{c.mac_pj:g}", str(c.vector_ops_per_cycle),
+                      f"{c.static_mw:g}")
+    console.print(cores)
+    memories = Table(title="memories")
+    for col in ("memory", "kind", "capacity", "B/cycle", "read pJ/B", "write pJ/B"):
+        memories.add_column(col, justify="left" if col in ("memory", "kind") else "right")
+    for m in hardware.memories:
+        memories.add_row(m.id, str(m.kind), human_bytes(m.capacity_bytes), f"{m.bandwidth_bytes_per_cycle:g}",
+                         f"{m.read_pj_per_byte:g}", f"{m.write_pj_per_byte:g}")
+    console.print(memories)
+    links = Table(title="links")
+    for col in ("link", "endpoints", "B/cycle", "pJ/B", "latency"):
+        links.add_column(col, justify="left" if col in ("link", "endpoints") else "right")
+    for l in hardware.links:
+        links.add_row(l.id, ", ".join(l.endpoints), f"{l.bandwidth_bytes_per_cycle:g}", f"{l.pj_per_byte:g}",
+                      str(l.latency_cycles))
+    console.print(links)
+    if yaml_out:
+        import yaml
+
+        from monet_ilp.hardware.schema import hardware_to_dict
+
+        Path(yaml_out).write_text(yaml.safe_dump(hardware_to_dict(hardware), sort_keys=False))
+        err_console.print(f"wrote {yaml_out}")
+
+
+@hw.command("validate")
+@click.argument("path", type=click.Path(dir_okay=False))
+def hw_validate(path):
+    """Check a hardware YAML file; print every error with its file, key path and fix."""
+    from monet_ilp.hardware.schema import validate_hardware_file
+
+    errors = validate_hardware_file(path)
+    if not errors:
+        console.print(f"{path}: valid")
+        return
+    for err in errors:
+        err_console.print(f"error: {err.message}", markup=False, highlight=False, soft_wrap=True)
+    sys.exit(2)
+
+
+# ------------------------------------------------------------------ instance
+@cli.group()
+def instance() -> None:
+    """Build problem instances (graph + hardware + budget + objective)."""
+
+
+def parse_budget(text: str | None):
+    """``0.8`` is a fraction of the store-all peak; ``300000`` or ``2MiB`` is bytes."""
+    if text is None:
+        return None
+    from monet_ilp.hardware.schema import parse_size
+
+    if "." in text and text.replace(".", "", 1).isdigit():
+        return float(text)
+    return parse_size(text, field="--budget")
+
+
+@instance.command("make")
+@click.option("--model", help="Zoo model name (see `monet-ilp graph build --help`).")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Zoo model parameter.")
+@click.option("--graph", "graph_path", type=click.Path(dir_okay=False),
+              help="A training-graph JSON, a node-link JSON or an ONNX file, instead of --model.")
+@click.option("--hw", "hw_source", help="Hardware preset or YAML file (omit for P1 with the graph's own costs).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Hardware preset parameter.")
+@click.option("--problem", type=click.Choice(["P1", "P2", "P3"]), default=None,
+              help="Problem class (default: P3 with --sram-budget, else P1).")
+@click.option("--budget", help="Memory budget: a fraction of the store-all peak (0.8) or bytes (2MiB).")
+@click.option("--sram-budget", help="P3: every core's SRAM capacity in bytes (e.g. 1MiB).")
+@click.option("--objective", type=click.Choice(["compute", "latency", "energy", "weighted"]), default=None)
+@click.option("--alpha", type=float, default=0.5, show_default=True, help="Weight of latency (weighted).")
+@click.option("--core", help="P1/P2: the core to run on (default: the first).")
+@click.option("--offload", type=click.Choice(["dram", "host"]), default="dram", show_default=True,
+              help="P2: the memory activations are offloaded to.")
+@click.option("--runtime-limit", type=int, help="Energy objective: latency limit in cycles.")
+@_import_options
+@click.option("--out", "-o", type=click.Path(dir_okay=False), required=True, help="Write the instance JSON here.")
+def instance_make(model, params, graph_path, hw_source, sets, problem, budget, sram_budget, objective, alpha,
+                  core, offload, runtime_limit, optimizer, granularity, dtype, out):
+    """Make an instance from a model (zoo or file), a hardware description and a budget."""
+    from monet_ilp.hardware.schema import parse_size
+    from monet_ilp.instance import make_instance
+
+    g = _graph_from(model, params, graph_path, optimizer, granularity, dtype)
+    hardware = _load_hw(hw_source, sets) if hw_source else None
+    sram = parse_size(sram_budget, field="--sram-budget") if sram_budget else None
+    problem = problem or ("P3" if sram is not None else "P1")
+    with working("costing ops"):
+        inst = make_instance(g, hardware, problem=problem, budget=parse_budget(budget), sram_budget=sram,
+                             objective=objective, core=core, offload=offload, alpha=alpha,
+                             runtime_limit_cycles=runtime_limit)
+    inst.save(out)
+    table = Table(title=f"instance {inst.name}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("problem / objective", f"{inst.problem} / {inst.objective}")
+    table.add_row("ops / tensors", f"{len(inst.graph.ops)} / {len(inst.graph.tensors)}")
+    table.add_row("cores", ", ".join(c.id for c in inst.cores))
+    for m in inst.memories:
+        table.add_row(f"capacity {m.id}", human_bytes(m.capacity_bytes))
+    table.add_row("store-all activation peak", human_bytes(inst.meta["store_all_peak_bytes"]))
+    console.print(table)
+    err_console.print(f"wrote {out}")
+
+
+def _graph_from(model, params, graph_path, optimizer, granularity, dtype):
+    from monet_ilp.graph import TrainingGraph, from_node_link, from_onnx, zoo
+
+    if bool(model) == bool(graph_path):
+        raise MonetError("give exactly one of --model and --graph", field="--model/--graph",
+                         fix="e.g. --model resnet18, or --graph g.json")
+    if model:
+        with working(f"building {model}"):
+            return zoo.build(model, optimizer=optimizer, granularity=granularity, dtype=dtype,
+                             **zoo.parse_params(list(params)))
+    if Path(graph_path).suffix.lower() == ".onnx":
+        return from_onnx(graph_path, optimizer=optimizer, granularity=granularity, dtype=dtype)
+    from monet_ilp.graph.ir import read_json
+
+    data = read_json(graph_path)
+    if isinstance(data, dict) and data.get("format") == "monet-ilp/training-graph":
+        return TrainingGraph.from_dict(data, source=graph_path)
+    return from_node_link(graph_path)
+
+
+# ------------------------------------------------------------------ evaluate
+def _print_metrics(metrics, inst, title: str) -> None:
+    table = Table(title=title)
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("verdict", "feasible" if metrics.feasible else f"INFEASIBLE ({len(metrics.violations)} violations)")
+    table.add_row("latency (cycles)", f"{metrics.latency_cycles:,}")
+    table.add_row("compute (cycles)", f"{metrics.compute_cycles:,}")
+    for part in ("compute", "recompute", "sram", "dram", "link", "static", "total"):
+        table.add_row(f"energy {part} (pJ)", f"{getattr(metrics.energy, part + '_pj'):,}")
+    for mem, peak in metrics.peak_bytes.items():
+        cap = inst.memory(mem).capacity_bytes
+        table.add_row(f"peak {mem}", f"{human_bytes(peak)} / {human_bytes(cap)}")
+    table.add_row("recomputations / transfers", f"{metrics.recomputations} / {metrics.transfers}")
+    table.add_row(f"objective ({inst.objective})", f"{metrics.objective_value:,}")
+    console.print(table)
+    for v in metrics.violations[:20]:
+        console.print(f"  violation [{v.kind}] {v.message}", markup=False, highlight=False)
+    if len(metrics.violations) > 20:
+        console.print(f"  ... and {len(metrics.violations) - 20} more")
+
+
+@cli.command("evaluate")
+@click.argument("instance_path", type=click.Path(dir_okay=False))
+@click.argument("schedule_path", type=click.Path(dir_okay=False))
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the metrics as JSON here.")
+def evaluate_cmd(instance_path, schedule_path, json_out):
+    """Check a schedule against an instance; print latency, energy, peaks and any violation.
+
+    Exits with 1 if the schedule is infeasible.
+    """
+    import json
+
+    from monet_ilp.evaluate import evaluate
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import load_schedule
+
+    inst = Instance.load(instance_path)
+    metrics = evaluate(inst, load_schedule(schedule_path))
+    _print_metrics(metrics, inst, f"{schedule_path} on {inst.name}")
+    if json_out:
+        Path(json_out).write_text(json.dumps(metrics.to_dict()) + "\n")
+    if not metrics.feasible:
+        sys.exit(1)
+
+
+@cli.command("baseline")
+@click.argument("instance_path", type=click.Path(dir_okay=False))
+@click.option("--heuristic", type=click.Choice(["store_all", "sqrt", "greedy"]), default="store_all",
+              show_default=True)
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the schedule JSON here.")
+def baseline_cmd(instance_path, heuristic, out):
+    """Schedule an instance with a baseline (store-all, Chen sqrt(n), Chen greedy) and evaluate it."""
+    from monet_ilp.evaluate import evaluate
+    from monet_ilp.heuristics import HEURISTICS
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import save_schedule
+
+    inst = Instance.load(instance_path)
+    schedule = HEURISTICS[heuristic](inst)
+    metrics = evaluate(inst, schedule)
+    if out:
+        save_schedule(metrics.schedule, out)
+        err_console.print(f"wrote {out}")
+    _print_metrics(metrics, inst, f"{heuristic} on {inst.name}")
+
+
 # ---------------------------------------------------------------------- demo
 @cli.command()
-def demo():
-    """Build ResNet-18 (CIFAR) as a training graph and print its summary."""
-    from monet_ilp.graph import zoo
+@click.option("--budget", type=float, default=0.5, show_default=True,
+              help="P1 budget as a fraction of the store-all activation peak.")
+def demo(budget):
+    """ResNet-18 (CIFAR) on a 2x2 edge_tpu: evaluate the baseline schedules and print a table."""
+    from monet_ilp.demo import run_demo
 
-    with working("building resnet18 (cifar)"):
-        g = zoo.resnet18(variant="cifar")
-    _print_summary(g)
+    run_demo(console, budget=budget)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -358,3 +358,157 @@ def p1_instance(graph: TrainingGraph, budget: float | int = 0.8, *, name: str | 
             "cost_scale": scale,
         },
     )
+
+
+def make_instance(
+    graph: TrainingGraph,
+    hardware=None,
+    *,
+    problem: str | Problem = Problem.P1,
+    budget: float | int | None = None,
+    sram_budget: int | None = None,
+    objective: str | Objective | None = None,
+    core: str | None = None,
+    offload: str = "dram",
+    alpha: float = 0.5,
+    runtime_limit_cycles: int | None = None,
+    name: str | None = None,
+) -> Instance:
+    """Build an instance of problem class P1, P2 or P3.
+
+    Parameters
+    ----------
+    graph
+        The training graph.
+    hardware
+        A :class:`~monet_ilp.hardware.Hardware`; ``None`` (P1 only) takes costs from
+        the graph (:func:`p1_instance`).
+    problem
+        ``P1`` (remat on one core), ``P2`` (remat + offload to ``offload``, the
+        ``dram`` or ``host`` memory, over the links that reach it) or ``P3`` (every
+        core, shared DRAM, every link).
+    budget
+        P1/P2: the budget of the core's memory, bytes (int) or a fraction of the
+        store-all activation peak (float; default 0.8).  P3: every core's SRAM
+        capacity as such a fraction or byte count, unless ``sram_budget`` is given.
+    sram_budget
+        P3: each core's SRAM capacity in bytes (default: the hardware's).
+    objective
+        ``compute`` (default for P1), ``latency`` (default otherwise), ``energy``
+        or ``weighted``.
+    core
+        P1/P2: the core to use (default: the first).
+    runtime_limit_cycles
+        With the energy objective: the latency limit (POET's runtime constraint).
+    """
+    problem = _enum_arg(Problem, problem, "problem")
+    default_objective = Objective.COMPUTE if problem is Problem.P1 else Objective.LATENCY
+    objective = _enum_arg(Objective, objective or default_objective, "objective")
+    if hardware is None:
+        if problem is not Problem.P1:
+            raise MonetError(f"{problem} needs a hardware description", field="hardware",
+                             fix="pass --hw PRESET or a YAML file")
+        inst = p1_instance(graph, 0.8 if budget is None else budget, name=name)
+        return _replace(inst, objective=objective, runtime_limit_cycles=runtime_limit_cycles, alpha=alpha)
+    from monet_ilp.graph.analysis import store_all_peak
+    from monet_ilp.hardware.cost import can_run, op_cost
+
+    if any(op.cost is not None and op.macs == 0 and op.op_type == "node" for op in graph.ops):
+        raise MonetError("this graph carries its own costs (a node-link graph); the cost model cannot "
+                         "cost its ops", field="hardware", fix="build a P1 instance without --hw")
+    fpj = lambda pj: round(pj * 1000)  # noqa: E731  (pJ per byte -> integer fJ per byte)
+    if problem is Problem.P3:
+        chosen = list(hardware.cores)
+    else:
+        core_id = core or hardware.cores[0].id
+        if core_id not in {c.id for c in hardware.cores}:
+            raise MonetError(f"unknown core {core_id!r}", field="core",
+                             fix=f"use one of: {', '.join(c.id for c in hardware.cores)}")
+        chosen = [hardware.core(core_id)]
+    memories: list[MemorySpec] = []
+    for c in chosen:
+        if problem is Problem.P3:
+            if sram_budget is not None:
+                capacity = int(sram_budget)
+            elif budget is not None:
+                capacity = budget_bytes_of(graph, budget)
+            else:
+                capacity = c.sram_bytes
+        else:
+            capacity = budget_bytes_of(graph, 0.8 if budget is None else budget)
+        memories.append(MemorySpec(c.sram, "sram", capacity, fpj(c.sram_read_pj_per_byte),
+                                   fpj(c.sram_write_pj_per_byte)))
+    shared = []
+    if problem is Problem.P2:
+        target = {"dram": hardware.dram, "host": hardware.host}.get(offload)
+        if target is None:
+            raise MonetError(f"the hardware has no {offload!r} memory to offload to", field="offload",
+                             fix="use --offload dram or host, with a hardware that has it")
+        shared = [target]
+    elif problem is Problem.P3:
+        shared = [m for m in (hardware.dram, hardware.host) if m is not None]
+    for m in shared:
+        memories.append(MemorySpec(m.id, str(m.kind), m.capacity_bytes, fpj(m.read_pj_per_byte),
+                                   fpj(m.write_pj_per_byte)))
+    known = {m.id for m in memories}
+    links = [
+        link_spec(l.id, [e for e in l.endpoints if e in known], l.bandwidth_bytes_per_cycle, l.pj_per_byte,
+                  l.latency_cycles)
+        for l in hardware.links
+        if sum(e in known for e in l.endpoints) >= 2
+    ]
+    if problem is Problem.P2 and not links:
+        raise MonetError(f"no link joins {chosen[0].sram} and {offload}", field="links",
+                         fix="describe a link between the core's SRAM and the offload memory")
+    costs: dict[str, dict[str, OpCost]] = {}
+    pinned: dict[str, dict[str, OpCost]] = {}
+    for op in graph.ops:
+        reads_persistent = any(graph.tensor(t).persistent for t in op.inputs)
+        for c in chosen:
+            if can_run(op, c):
+                costs.setdefault(op.id, {})[c.id] = op_cost(op, graph, c, hardware)
+                if problem is Problem.P3 and reads_persistent:
+                    pinned.setdefault(op.id, {})[c.id] = op_cost(op, graph, c, hardware, pinned=True)
+    static_mw = sum(c.static_mw for c in chosen) + sum(m.static_mw for m in shared)
+    peak = store_all_peak(graph)
+    return Instance(
+        name=name or f"{graph.name}_{hardware.name}_{problem}",
+        problem=problem,
+        objective=objective,
+        graph=graph,
+        cores=tuple(CoreSpec(c.id, c.sram) for c in chosen),
+        memories=tuple(memories),
+        links=tuple(links),
+        costs=costs,
+        pinned_costs=pinned,
+        input_home=memories[0].id if problem is not Problem.P3 else (hardware.dram.id if hardware.dram else memories[0].id),
+        persistent_home=(hardware.dram.id if problem is Problem.P3 and hardware.dram else None),
+        static_fj_per_cycle=round(static_mw * 1e12 / hardware.clock_hz),
+        alpha=alpha,
+        runtime_limit_cycles=runtime_limit_cycles,
+        meta={
+            "hardware": hardware.name,
+            "hardware_params": dict(hardware.params),
+            "clock_hz": hardware.clock_hz,
+            "budget": budget,
+            "sram_budget": sram_budget,
+            "store_all_peak_bytes": peak.activation_bytes,
+            "persistent_bytes": peak.persistent_bytes,
+            "cost_source": "cost_model",
+            "cost_scale": 1,
+        },
+    )
+
+
+def _enum_arg(enum, value, field_name):
+    try:
+        return enum(value)
+    except ValueError:
+        raise MonetError(f"unknown {field_name} {value!r}", field=field_name,
+                         fix=f"use one of: {', '.join(e.value for e in enum)}") from None
+
+
+def _replace(inst: Instance, **changes) -> Instance:
+    import dataclasses
+
+    return dataclasses.replace(inst, **changes)
