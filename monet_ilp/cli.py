@@ -408,7 +408,7 @@ def _print_metrics(metrics, inst, title: str) -> None:
     table = Table(title=title)
     table.add_column("quantity")
     table.add_column("value", justify="right")
-    table.add_row("verdict", "feasible" if metrics.feasible else f"INFEASIBLE ({len(metrics.violations)} violations)")
+    table.add_row("verdict", "feasible" if metrics.feasible else f"INFEASIBLE ({sum(metrics.violation_counts.values())} violations)")
     table.add_row("latency (cycles)", f"{metrics.latency_cycles:,}")
     table.add_row("compute (cycles)", f"{metrics.compute_cycles:,}")
     for part in ("compute", "recompute", "sram", "dram", "link", "static", "total"):
