@@ -1,0 +1,1 @@
+"""Tests of the baseline schedulers (monet_ilp.heuristics)."""
