@@ -472,7 +472,7 @@ def baseline_cmd(instance_path, heuristic, out):
 
 # ---------------------------------------------------------------------- demo
 @cli.command()
-@click.option("--budget", type=float, default=0.5, show_default=True,
+@click.option("--budget", type=float, default=0.7, show_default=True,
               help="P1 budget as a fraction of the store-all activation peak.")
 def demo(budget):
     """ResNet-18 (CIFAR) on a 2x2 edge_tpu: evaluate the baseline schedules and print a table."""

@@ -110,5 +110,68 @@ def test_usage_errors_exit_2():
 def test_demo_runs():
     result = run("demo")
     assert result.returncode == 0, result.stderr
-    for row in ("store-all (list scheduling)", "Chen sqrt(n)", "Chen greedy", "feasible"):
+    for row in ("store-all, list-scheduled", "Chen sqrt(n)", "Chen greedy", "feasible", "over budget"):
         assert row in result.stdout
+
+
+def test_hw_show_and_validate(tmp_path):
+    shown = run("hw", "show", "edge_tpu", "--set", "n_pe_x=4", "--set", "pe_sram_bytes=2MiB",
+                "--yaml", str(tmp_path / "hw.yaml"))
+    assert shown.returncode == 0, shown.stderr
+    assert "pe_7" in shown.stdout and "dram_bus" in shown.stdout
+    ok = run("hw", "validate", str(tmp_path / "hw.yaml"))
+    assert ok.returncode == 0 and "valid" in ok.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((tmp_path / "hw.yaml").read_text().replace("sram_bytes: 2097152", "sram_bytes: -5", 1)
+                   .replace("mac_pj:", "mac_pjj:", 1))
+    result = run("hw", "validate", str(bad))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    lines = [l for l in result.stderr.splitlines() if l.startswith("error: ")]
+    assert len(lines) >= 2 and all("bad.yaml" in l for l in lines)
+    assert any("mac_pj" in l for l in lines)
+    assert_user_error(run("hw", "show", "edge_tpuu"), "edge_tpu")
+
+
+def test_instance_make_baseline_evaluate(tmp_path):
+    inst = tmp_path / "inst.json"
+    made = run("instance", "make", "--model", "mlp", "-p", "depth=8", "--hw", "edge_tpu", "--budget", "0.8",
+               "--objective", "latency", "--out", str(inst))
+    assert made.returncode == 0, made.stderr
+    sched = tmp_path / "sched.json"
+    base = run("baseline", str(inst), "--heuristic", "greedy", "--out", str(sched))
+    assert base.returncode == 0, base.stderr
+    ev = run("evaluate", str(inst), str(sched), "--json", str(tmp_path / "m.json"))
+    assert ev.returncode == 0, ev.stderr
+    for row in ("verdict", "latency (cycles)", "energy total (pJ)", "peak pe_0.sram", "feasible"):
+        assert row in ev.stdout
+    metrics = json.loads((tmp_path / "m.json").read_text())
+    assert metrics["feasible"] is True
+    # Store-all at a budget of half the peak: the evaluator says why it fails, exit status 1.
+    tight = tmp_path / "tight.json"
+    run("instance", "make", "--model", "mlp", "-p", "depth=3", "--hw", "edge_tpu", "--budget", "0.5",
+        "--out", str(tight))
+    run("baseline", str(tight), "--out", str(sched))
+    failed = run("evaluate", str(tight), str(sched))
+    assert failed.returncode == 1 and "INFEASIBLE" in failed.stdout and "capacity" in failed.stdout
+
+
+def test_instance_make_p3_and_node_link(tmp_path):
+    p3 = run("instance", "make", "--model", "mlp", "-p", "depth=2", "--hw", "edge_tpu", "--set", "n_pe_x=2",
+             "--set", "n_pe_y=2", "--sram-budget", "1MiB", "--out", str(tmp_path / "p3.json"))
+    assert p3.returncode == 0, p3.stderr
+    assert "P3" in p3.stdout and "capacity pe_3.sram" in p3.stdout
+    nl = tmp_path / "nl.json"
+    run("graph", "random", "--nodes", "30", "--node-link", str(nl))
+    p1 = run("instance", "make", "--graph", str(nl), "--budget", "0.9", "--out", str(tmp_path / "p1.json"))
+    assert p1.returncode == 0, p1.stderr
+    assert_user_error(run("instance", "make", "--graph", str(nl), "--hw", "edge_tpu", "--out",
+                          str(tmp_path / "x.json")), "node-link")
+    assert_user_error(run("instance", "make", "--model", "mlp", "--budget", "lots", "--out",
+                          str(tmp_path / "x.json")), "--budget")
+
+
+def test_evaluate_rejects_bad_files(tmp_path):
+    inst = tmp_path / "inst.json"
+    run("instance", "make", "--model", "mlp", "-p", "depth=1", "--out", str(inst))
+    (tmp_path / "s.json").write_text('{"format": "monet-ilp/schedule", "version": 1, "kind": "timed", "ops": [[')
+    assert_user_error(run("evaluate", str(inst), str(tmp_path / "s.json")), "s.json", "malformed JSON")

@@ -95,3 +95,55 @@ def test_load_errors(tmp_path):
     path.write_text(json.dumps({"format": "monet-ilp/training-graph"}))
     with pytest.raises(InputFormatError, match="not a monet-ilp instance"):
         Instance.load(path)
+
+
+# --------------------------------------------------------- with hardware
+def _mlp():
+    from monet_ilp.graph import zoo
+
+    return zoo.mlp(depth=2, width=64, batch=8)
+
+
+def test_make_instance_p1_p2_p3_from_presets():
+    from monet_ilp.hardware.presets import preset
+    from monet_ilp.instance import make_instance
+
+    g = _mlp()
+    edge = preset("edge_tpu", n_pe_x=2, n_pe_y=1)
+    p1 = make_instance(g, edge, problem="P1", budget=0.8)
+    assert [c.id for c in p1.cores] == ["pe_0"] and p1.objective is Objective.COMPUTE
+    assert p1.budget_bytes == int(0.8 * store_all_peak(g).activation_bytes)
+    assert p1.persistent_home is None and not p1.links
+
+    p2 = make_instance(g, edge, problem="P2", budget=0.5, objective="energy", runtime_limit_cycles=10**9)
+    assert {m.id for m in p2.memories} == {"pe_0.sram", "dram"}
+    assert [l.id for l in p2.links] == ["dram_bus"] and p2.links[0].endpoints == ("pe_0.sram", "dram")
+
+    p3 = make_instance(g, edge, problem="P3", sram_budget=1 << 20)
+    assert [c.id for c in p3.cores] == ["pe_0", "pe_1"]
+    assert all(p3.memory(c.memory).capacity_bytes == 1 << 20 for c in p3.cores)
+    assert p3.input_home == p3.persistent_home == "dram"
+    # Pinning a layer's weights trades DRAM energy for SRAM capacity.
+    op = next(op.id for op in g.ops if op.id.startswith("F:"))
+    assert p3.cost(op, "pe_0", pinned=True).dram_pj < p3.cost(op, "pe_0").dram_pj
+    assert Instance.from_dict(p3.to_dict()) == p3
+
+    gpu = make_instance(g, preset("datacenter_gpu"), problem="P2", offload="host")
+    assert {m.id for m in gpu.memories} == {"gpu.sram", "host"}
+
+
+def test_make_instance_errors():
+    from monet_ilp.hardware.presets import preset
+    from monet_ilp.instance import make_instance
+
+    g = _mlp()
+    with pytest.raises(MonetError, match="needs a hardware"):
+        make_instance(g, None, problem="P3")
+    with pytest.raises(MonetError, match="no 'host' memory"):
+        make_instance(g, preset("edge_tpu"), problem="P2", offload="host")
+    with pytest.raises(MonetError, match="unknown core"):
+        make_instance(g, preset("edge_tpu"), problem="P1", core="pe_99")
+    with pytest.raises(MonetError, match="problem"):
+        make_instance(g, preset("edge_tpu"), problem="P9")
+    with pytest.raises(MonetError, match="node-link"):
+        make_instance(random_layered(10, seed=0), preset("edge_tpu"), problem="P1")
