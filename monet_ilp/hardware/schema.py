@@ -67,6 +67,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, Mapping
 
+import networkx as nx
 import yaml
 
 from monet_ilp.errors import MonetError
@@ -740,24 +741,18 @@ class _Checker:
         )
 
     def reachability(self, cores: list[tuple[int, Core]], hosts: list[Memory], links: list[Link]) -> None:
-        parent: dict[str, str] = {}
-
-        def find(x: str) -> str:
-            while parent.setdefault(x, x) != x:
-                parent[x] = parent[parent[x]]
-                x = parent[x]
-            return x
-
+        connected = nx.Graph()
+        connected.add_nodes_from(["dram", *(core.sram for _, core in cores), *(h.id for h in hosts)])
         for link in links:
-            for e in link.endpoints[1:]:
-                parent[find(e)] = find(link.endpoints[0])
+            nx.add_path(connected, link.endpoints)
+        with_dram = nx.node_connected_component(connected, "dram")
         for i, core in cores:
-            if find(core.sram) != find("dram"):
+            if core.sram not in with_dram:
                 self.fail(f"cores[{i}]", f"core {core.id!r} has no path from {core.sram!r} to 'dram'",
                           f"add a link whose endpoints include {core.sram!r} and 'dram' "
                           "(or a core it is linked to), or a topology with a dram bus")
         for host in hosts:
-            if not any(find(host.id) == find(core.sram) for _, core in cores):
+            if not any(core.sram in nx.node_connected_component(connected, host.id) for _, core in cores):
                 self.fail("host", "no link reaches the 'host' memory from a core",
                           "add a link whose endpoints include 'host' and a core's SRAM or 'dram'")
 
