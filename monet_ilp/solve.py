@@ -1,0 +1,176 @@
+"""The one entry point: ``solve(instance, backend=...) -> Result``, verified by the evaluator.
+
+Backends (``monet_ilp.formulations.*``, ``monet_ilp.heuristics``) return a
+:class:`BackendResult`; this module times them, sends their schedule through the
+evaluator, checks that the claimed objective equals the evaluator's, and computes
+the gap.  A mismatch is a bug and is reported as status ``error``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from monet_ilp.errors import MonetError
+from monet_ilp.instance import Instance
+from monet_ilp.schedule import Schedule, Sequence
+
+
+class Status(StrEnum):
+    OPTIMAL = "optimal"  # proven by the solver: gap 0 within tolerance
+    FEASIBLE = "feasible"  # a verified schedule, not proven optimal
+    INFEASIBLE = "infeasible"  # proven: no schedule exists
+    UNKNOWN = "unknown"  # no schedule and no proof (e.g. time limit)
+    ERROR = "error"  # the backend failed, or its claim disagrees with the evaluator
+
+
+@dataclass(frozen=True)
+class BackendResult:
+    """What a backend returns before verification.
+
+    ``objective`` is the backend's own value for ``schedule``; ``bound`` the best
+    proven lower bound on the optimum (``None`` if it has none).
+    """
+
+    status: Status
+    schedule: Schedule | Sequence | None = None
+    objective: int | float | None = None
+    bound: int | float | None = None
+    message: str = ""
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Result:
+    """A verified result: status, schedule, objective, bound, gap, time and metrics."""
+
+    backend: str
+    status: Status
+    schedule: Schedule | Sequence | None
+    objective: int | float | None
+    bound: int | float | None
+    gap: float | None
+    wall_time_s: float
+    metrics: Any = None  # monet_ilp.evaluate.Metrics of the schedule, when there is one
+    message: str = ""
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "backend": self.backend,
+            "status": str(self.status),
+            "objective": self.objective,
+            "bound": self.bound,
+            "gap": self.gap,
+            "wall_time_s": round(self.wall_time_s, 4),
+            "feasible": None if self.metrics is None else self.metrics.feasible,
+            "message": self.message,
+            "stats": dict(self.stats),
+        }
+
+
+#: Gap tolerance under which a solver's claim of optimality is accepted.
+GAP_TOLERANCE = 1e-9
+
+Backend = Callable[..., BackendResult]
+_BACKENDS: dict[str, Callable[[], Backend]] = {}
+
+
+def register_backend(name: str, loader: Callable[[], Backend]) -> None:
+    """Register a backend; ``loader`` imports it lazily (solver libraries are heavy)."""
+    _BACKENDS[name] = loader
+
+
+def backends() -> tuple[str, ...]:
+    return tuple(sorted(_BACKENDS))
+
+
+def gap_of(objective: float | None, bound: float | None) -> float | None:
+    """Relative gap ``(objective - bound) / |objective|`` (0 when both are 0)."""
+    if objective is None or bound is None:
+        return None
+    if objective == 0:
+        return 0.0 if bound >= 0 else None
+    return max(0.0, (objective - bound) / abs(objective))
+
+
+def solve(
+    instance: Instance,
+    backend: str = "cpsat",
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    hint: Schedule | Sequence | None = None,
+    **options: Any,
+) -> Result:
+    """Solve ``instance`` with ``backend`` and verify the answer with the evaluator.
+
+    Parameters
+    ----------
+    instance
+        The problem.
+    backend
+        ``cpsat``, ``milp``, ``dp``, or ``heuristic:<name>`` (see :func:`backends`).
+    time_limit
+        Seconds; a run that hits it still returns its best schedule and bound.
+    workers
+        Solver threads.
+    hint
+        A schedule to warm-start from (any backend's, or a baseline's).
+    **options
+        Backend-specific options (e.g. ``max_computes``, ``milp_solver``).
+    """
+    from monet_ilp.evaluate import evaluate
+
+    if backend not in _BACKENDS:
+        from difflib import get_close_matches
+
+        close = get_close_matches(backend, list(_BACKENDS), n=1)
+        raise MonetError(f"unknown backend {backend!r}", field="backend",
+                         fix=(f"did you mean {close[0]!r}? " if close else "")
+                         + f"use one of: {', '.join(backends())}")
+    run = _BACKENDS[backend]()
+    start = time.perf_counter()
+    raw = run(instance, time_limit=time_limit, workers=workers, hint=hint, **options)
+    wall = time.perf_counter() - start
+    metrics = evaluate(instance, raw.schedule) if raw.schedule is not None else None
+    status, message, objective = raw.status, raw.message, raw.objective
+    if metrics is not None:
+        if not metrics.feasible:
+            kinds = ", ".join(sorted(metrics.violation_counts))
+            status = Status.ERROR
+            message = f"the evaluator rejects the schedule ({kinds}); {message}".rstrip("; ")
+        elif objective is not None and objective != metrics.objective_value:
+            status = Status.ERROR
+            message = (f"backend claims objective {objective} but the evaluator finds "
+                       f"{metrics.objective_value}; this is a bug in {backend}")
+        objective = metrics.objective_value
+    bound = raw.bound
+    gap = gap_of(objective, bound) if status is not Status.ERROR else None
+    if status is Status.OPTIMAL and (gap is None or gap > GAP_TOLERANCE):
+        status = Status.FEASIBLE
+    return Result(backend, status, raw.schedule, objective, bound,
+                  gap, wall, metrics, message, raw.stats)
+
+
+def _heuristic_loader(name: str) -> Callable[[], Backend]:
+    def load() -> Backend:
+        from monet_ilp.heuristics import HEURISTICS
+
+        def run(instance, *, time_limit=None, workers=None, hint=None, **options):
+            schedule = HEURISTICS[name](instance)
+            return BackendResult(Status.FEASIBLE, schedule, message=f"heuristic {name}")
+
+        return run
+
+    return load
+
+
+for _name in ("store_all", "sqrt", "greedy"):
+    register_backend(f"heuristic:{_name}", _heuristic_loader(_name))
