@@ -174,3 +174,18 @@ def _heuristic_loader(name: str) -> Callable[[], Backend]:
 
 for _name in ("store_all", "sqrt", "greedy"):
     register_backend(f"heuristic:{_name}", _heuristic_loader(_name))
+
+
+def _lazy(module: str, attr: str) -> Callable[[], Backend]:
+    def load() -> Backend:
+        import importlib
+
+        return getattr(importlib.import_module(module), attr)
+
+    return load
+
+
+register_backend("cpsat", _lazy("monet_ilp.formulations.cpsat", "solve_cpsat"))
+register_backend("milp", _lazy("monet_ilp.formulations.milp", "solve_milp"))
+register_backend("dp", _lazy("monet_ilp.formulations.dp", "solve_dp"))
+register_backend("heuristic:lp-round", _lazy("monet_ilp.formulations.milp", "solve_lp_rounding"))
