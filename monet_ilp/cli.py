@@ -470,6 +470,95 @@ def baseline_cmd(instance_path, heuristic, out):
     _print_metrics(metrics, inst, f"{heuristic} on {inst.name}")
 
 
+# --------------------------------------------------------------------- solve
+def _instance_from(path: str, budget: str | None):
+    """An instance file, or a graph (node-link, training graph, ONNX) made into a P1 instance."""
+    from monet_ilp.graph.ir import read_json
+    from monet_ilp.instance import Instance, make_instance
+
+    if Path(path).suffix.lower() != ".onnx":
+        data = read_json(path)
+        if isinstance(data, dict) and data.get("format") == "monet-ilp/instance":
+            if budget is not None:
+                raise MonetError("--budget applies to graphs; an instance has its budget already",
+                                 field="--budget", fix="drop --budget, or remake the instance")
+            return Instance.from_dict(data, source=path)
+    g = _graph_from(None, (), path, "sgd", "layer", None)
+    return make_instance(g, None, problem="P1", budget=parse_budget(budget) if budget else 0.8)
+
+
+@cli.command("solve")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--backend", default="cpsat", show_default=True,
+              help="cpsat, milp, dp, or heuristic:store_all|sqrt|greedy|lp-round.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds.")
+@click.option("--workers", type=int, default=2, show_default=True, help="Solver threads.")
+@click.option("--budget", help="For a graph file: the P1 budget (0.8 = fraction of the store-all peak, or bytes).")
+@click.option("--milp-solver", type=click.Choice(["highs", "cbc"]), default=None, help="MILP solver (default highs).")
+@click.option("--max-computes", type=int, default=None, help="At most this many computations per node.")
+@click.option("--free-order", is_flag=True, help="Let first computations come in any topological order.")
+@click.option("--encoding", default=None, help="cpsat encoding (see formulations/p1_cpsat.md).")
+@click.option("--hint", "hint_path", type=click.Path(dir_okay=False), help="Warm start from a schedule file.")
+@click.option("--export", "export_path", type=click.Path(dir_okay=False), help="milp: write the model (.mps/.lp).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the schedule JSON here.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
+def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_computes, free_order, encoding,
+              hint_path, export_path, out, json_out):
+    """Solve an instance (or a graph, as P1) and verify the schedule with the evaluator."""
+    import json
+
+    from monet_ilp.evaluate import evaluate
+    from monet_ilp.heuristics import store_all
+    from monet_ilp.schedule import load_schedule, save_schedule
+    from monet_ilp.solve import solve
+
+    inst = _instance_from(path, budget)
+    options = {k: v for k, v in (("milp_solver", milp_solver), ("max_computes", max_computes),
+                                 ("encoding", encoding), ("export", export_path)) if v is not None}
+    if free_order:
+        options["fixed_order"] = False
+    hint = load_schedule(hint_path) if hint_path else None
+    with working(f"solving with {backend}"):
+        result = solve(inst, backend, time_limit=time_limit, workers=workers, hint=hint, **options)
+    reference = evaluate(inst, store_all(inst)).objective_value
+    table = Table(title=f"{backend} on {inst.name}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("status", str(result.status))
+    table.add_row(f"objective ({inst.objective})", "-" if result.objective is None else f"{result.objective:,}")
+    table.add_row("best bound", "-" if result.bound is None else f"{result.bound:,}")
+    table.add_row("gap", "-" if result.gap is None else f"{100 * result.gap:.3f} %")
+    table.add_row("wall time", f"{result.wall_time_s:.2f} s")
+    verdict = "-" if result.metrics is None else ("feasible" if result.metrics.feasible else "INFEASIBLE")
+    table.add_row("evaluator", verdict)
+    if result.objective is not None and reference:
+        table.add_row("overhead vs store-all", f"{100 * (result.objective / reference - 1):+.2f} %")
+    console.print(table)
+    if result.message:
+        console.print(result.message, markup=False, highlight=False)
+    if out and result.schedule is not None:
+        save_schedule(result.schedule, out)
+        err_console.print(f"wrote {out}")
+    if json_out:
+        Path(json_out).write_text(json.dumps(result.to_dict()) + "\n")
+
+
+@cli.command("min-budget")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--time-limit", type=float, default=60.0, show_default=True)
+@click.option("--workers", type=int, default=2, show_default=True)
+def min_budget_cmd(path, time_limit, workers):
+    """The smallest memory budget for which any schedule exists (proven by CP-SAT when it can)."""
+    from monet_ilp.formulations.cpsat import min_budget
+
+    inst = _instance_from(path, None)
+    with working("minimising the peak"):
+        budget_bytes, proven = min_budget(inst, time_limit=time_limit, workers=workers)
+    peak = inst.meta.get("store_all_peak_bytes")
+    share = f" ({budget_bytes / peak:.3f} of the store-all peak)" if peak else ""
+    console.print(f"minimum budget: {budget_bytes:,} bytes{share}, {'proven' if proven else 'not proven (time limit)'}")
+
+
 # ---------------------------------------------------------------------- demo
 @cli.command()
 @click.option("--budget", type=float, default=0.7, show_default=True,
