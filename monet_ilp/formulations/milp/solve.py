@@ -1,0 +1,644 @@
+"""Build and solve the P1 stage MILP with HiGHS (default) or CBC; bound, status, schedule, export.
+
+Part of the ``milp`` backend (Instance -> MILP -> Sequence), reached through
+:func:`monet_ilp.solve` as ``backend="milp"``.  The model of
+``formulations/p1_milp.md`` is built once as a solver-neutral sparse matrix
+(:class:`~.variables.LinearModel`), passed to HiGHS through ``highspy`` or to CBC
+through PuLP, and its solution turned into a Sequence by :mod:`.rounding`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import re
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from monet_ilp.errors import MonetError
+from monet_ilp.formulations.milp.constraints import add_constraints
+from monet_ilp.formulations.milp.objectives import total_compute_cost
+from monet_ilp.formulations.milp.rounding import (
+    BUDGET_FRACTIONS,
+    THRESHOLDS,
+    keep_by_priority,
+    plan_from_sequence,
+    plan_from_values,
+    prune_plan,
+    round_lp_solution,
+    rounding_sweep,
+    sequence_of_plan,
+    start_values,
+)
+from monet_ilp.formulations.milp.variables import (
+    LinearModel,
+    StageData,
+    StageVariables,
+    add_variables,
+    stage_data,
+)
+from monet_ilp.instance import Instance
+from monet_ilp.schedule import Schedule, Sequence
+from monet_ilp.solve import BackendResult, Status
+
+__all__ = [
+    "Built",
+    "MilpOptions",
+    "SolverRun",
+    "build_model",
+    "export_model",
+    "lp_bound",
+    "run_solver",
+    "solve_milp",
+]
+
+SOLVERS = ("highs", "cbc")
+#: With integer costs an optimum is proven once the bound is within 0.5 of it.
+INTEGER_GAP = 0.5
+
+
+# ======================================================================= options
+@dataclass(frozen=True)
+class MilpOptions:
+    """Backend options (``**options`` of :func:`solve_milp`), validated."""
+
+    solver: str = "highs"
+    max_computes: int | None = None
+    export: str | None = None
+    lp_bound: bool = True
+    warm_start: bool = True
+    log: bool = False
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+def parse_options(options: Mapping[str, Any], extra: Iterable[str] = ()) -> MilpOptions:
+    """Check the backend options; an unknown name raises a :class:`MonetError`."""
+    known = {"milp_solver", "max_computes", "fixed_order", "export", "lp_bound", "warm_start",
+             "log"}
+    extra = set(extra)
+    unknown = sorted(set(options) - known - extra)
+    if unknown:
+        raise MonetError(f"unknown option {unknown[0]!r} for the MILP backend", field=unknown[0],
+                         fix=f"use one of: {', '.join(sorted(known | extra))}")
+    solver = str(options.get("milp_solver", "highs")).lower()
+    if solver not in SOLVERS:
+        raise MonetError(f"unknown MILP solver {solver!r}", field="milp_solver",
+                         fix=f"use one of: {', '.join(SOLVERS)}")
+    if not options.get("fixed_order", True):
+        raise MonetError("the MILP stage model needs the fixed order of first computations",
+                         field="fixed_order", fix="use fixed_order=True, or the cpsat backend")
+    export = options.get("export")
+    return MilpOptions(
+        solver=solver,
+        max_computes=options.get("max_computes"),
+        export=None if export is None else str(export),
+        lp_bound=bool(options.get("lp_bound", True)),
+        warm_start=bool(options.get("warm_start", True)),
+        log=bool(options.get("log", False)),
+        extra={k: v for k, v in options.items() if k in extra},
+    )
+
+
+# ======================================================================= the model
+@dataclass
+class Built:
+    """A built model: the stage data, the sparse model and its columns."""
+
+    data: StageData
+    model: LinearModel
+    x: StageVariables
+    seconds: float
+
+
+def build_model(instance: Instance, *, max_computes: int | None = None, relax: bool = False,
+                budget_bytes: int | None = None) -> Built:
+    """Build the stage MILP of ``formulations/p1_milp.md`` (its LP relaxation with ``relax``).
+
+    ``budget_bytes`` replaces the budget the values may use (capacity minus
+    persistent bytes); the schedule is still checked against the capacity.
+    """
+    start = time.perf_counter()
+    data = stage_data(instance, max_computes=max_computes)
+    if budget_bytes is not None:
+        data = dataclasses.replace(data, budget_bytes=int(budget_bytes))
+    model = LinearModel(name=_mps_name(instance.name))
+    x = add_variables(model, data, relax=relax)
+    add_constraints(model, data, x)
+    total_compute_cost(model, data, x)
+    return Built(data, model, x, time.perf_counter() - start)
+
+
+def model_stats(built: Built) -> dict[str, Any]:
+    model = built.model
+    return {
+        "variables": model.num_cols,
+        "binaries": model.num_integer,
+        "constraints": model.num_rows,
+        "nonzeros": model.num_nonzeros,
+        "columns": built.x.counts(),
+        "ops": built.data.n,
+        "build_s": round(built.seconds, 3),
+    }
+
+
+def export_model(instance: Instance, path: str | Path, **options: Any) -> Path:
+    """Write the stage MILP as MPS (``.mps``) or CPLEX LP (``.lp``), chosen by the suffix.
+
+    The file solves elsewhere (Gurobi, CPLEX, HiGHS, CBC): its optimum plus the
+    objective offset (first computations, in the MPS objective constant) is the
+    minimum compute cost.  Column names follow ``p1_milp.md``: ``R_t_i``,
+    ``S_t_e``, ``F_t_e_k``, ``U_t_k`` (``e`` is an op index or ``x<k>`` for the k-th
+    graph input).  Options: ``max_computes``.
+    """
+    opts = parse_options(options)
+    path = Path(path)
+    if path.suffix.lower() not in (".mps", ".lp"):
+        raise MonetError(f"cannot tell the model format of {str(path)!r}", field="path",
+                         fix="end the file name with .mps or .lp")
+    built = build_model(instance, max_computes=opts.max_computes)
+    _write(built.model, path)
+    return path
+
+
+def _write(model: LinearModel, path: Path) -> None:
+    import highspy
+
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.passModel(_highs_lp(model, relax=False, names=True))
+    status = h.writeModel(str(path))
+    if status != highspy.HighsStatus.kOk or not path.exists():
+        raise MonetError(f"HiGHS could not write {str(path)!r}", field="export",
+                         fix="check that the directory exists and is writable")
+
+
+def _mps_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)[:60] or "p1"
+
+
+# ====================================================================== solvers
+@dataclass
+class SolverRun:
+    """What a solver returned: ``status`` is optimal, feasible, infeasible, limit or error."""
+
+    status: str
+    values: list[float] | None = None
+    objective: float | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+    detail: str = ""
+
+
+def remaining(deadline: float | None) -> float | None:
+    """Seconds left before ``deadline`` (at least 1, so that a solver can report something)."""
+    if deadline is None:
+        return None
+    return max(1.0, deadline - time.perf_counter())
+
+
+def run_solver(solver: str, model: LinearModel, *, relax: bool, threads: int,
+               time_limit: float | None, start: list[float] | None = None,
+               log: bool = False) -> SolverRun:
+    """Solve ``model`` (its LP relaxation with ``relax``) with ``highs`` or ``cbc``."""
+    if model.num_cols == 0:  # every variable fixed (e.g. max_computes=1): nothing to solve
+        return SolverRun("optimal", [], model.offset, model.offset, 0.0, "no free variable")
+    if solver == "highs":
+        return _run_highs(model, relax=relax, threads=threads, time_limit=time_limit,
+                          start=start, log=log)
+    return _run_cbc(model, relax=relax, threads=threads, time_limit=time_limit,
+                    start=start, log=log)
+
+
+def _highs_lp(model: LinearModel, *, relax: bool, names: bool = False):
+    """The model as a ``highspy.HighsLp``.
+
+    With ``names`` (export) the objective constant becomes a column fixed at 1 (not
+    every MPS reader takes an objective constant), and a violated constant row
+    becomes an infeasible row, so that the file means the same anywhere.
+    """
+    import highspy
+    import numpy as np
+
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    col_lb, col_ub, names_c = list(model.col_lb), list(model.col_ub), list(model.col_name)
+    row_start, row_index = list(model.row_start), list(model.row_index)
+    row_value = list(model.row_value)
+    row_lb, row_ub, names_r = list(model.row_lb), list(model.row_ub), list(model.row_name)
+    integer = list(model.col_integer)
+    cost = list(model.col_cost)
+    offset = model.offset
+    if names and offset:
+        col_lb.append(1.0), col_ub.append(1.0), names_c.append("first_computations")
+        integer.append(False), cost.append(offset)
+        offset = 0.0
+    if names and model.contradictions:  # keep the instance infeasible wherever the file is solved
+        col_lb.append(0.0), col_ub.append(0.0), names_c.append("contradiction")
+        integer.append(False), cost.append(0.0)
+        row_index.append(len(col_lb) - 1), row_value.append(1.0)
+        row_start.append(len(row_index)), row_lb.append(1.0), row_ub.append(inf)
+        names_r.append("contradiction")
+    lp.num_col_ = len(col_lb)
+    lp.num_row_ = len(row_lb)
+    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
+    lp.col_lower_ = np.asarray(col_lb, dtype=np.float64)
+    lp.col_upper_ = np.asarray(col_ub, dtype=np.float64)
+    lp.row_lower_ = np.asarray([v if v > -math.inf else -inf for v in row_lb], dtype=np.float64)
+    lp.row_upper_ = np.asarray([v if v < math.inf else inf for v in row_ub], dtype=np.float64)
+    lp.offset_ = offset
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = lp.num_col_
+    lp.a_matrix_.num_row_ = lp.num_row_
+    lp.a_matrix_.start_ = np.asarray(row_start, dtype=np.int32)
+    lp.a_matrix_.index_ = np.asarray(row_index, dtype=np.int32)
+    lp.a_matrix_.value_ = np.asarray(row_value, dtype=np.float64)
+    if not relax and any(integer):
+        kind = highspy.HighsVarType
+        lp.integrality_ = [kind.kInteger if flag else kind.kContinuous for flag in integer]
+    if names:
+        lp.col_names_ = names_c
+        lp.row_names_ = names_r
+    return lp
+
+
+_HIGHS_THREADS: list[int] = []  # the thread count HiGHS's global scheduler was started with
+
+
+def _run_highs(model: LinearModel, *, relax: bool, threads: int, time_limit: float | None,
+               start: list[float] | None, log: bool) -> SolverRun:
+    import highspy
+
+    began = time.perf_counter()
+    if _HIGHS_THREADS and _HIGHS_THREADS[0] != threads:
+        # HiGHS refuses to run when the thread count changes under a live scheduler.
+        highspy.Highs.resetGlobalScheduler(True)
+        _HIGHS_THREADS.clear()
+    if not _HIGHS_THREADS:
+        _HIGHS_THREADS.append(threads)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", bool(log))
+    h.setOptionValue("threads", int(threads))
+    if time_limit is not None:
+        h.setOptionValue("time_limit", float(time_limit))
+    if not relax:
+        h.setOptionValue("mip_rel_gap", 0.0)
+        h.setOptionValue("mip_abs_gap", INTEGER_GAP if _integral_costs(model) else 1e-9)
+    h.passModel(_highs_lp(model, relax=relax))
+    if start is not None and not relax:
+        solution = highspy.HighsSolution()
+        solution.col_value = start
+        h.setSolution(solution)
+    if time_limit is not None:
+        # HiGHS's own limit is not checked everywhere (e.g. in the root of a large
+        # MIP it overran 250 s by 350 s): interrupt it from its callbacks as well.
+        deadline = time.perf_counter() + float(time_limit)
+
+        def stop(event) -> None:
+            if time.perf_counter() > deadline:
+                event.interrupt()
+
+        h.cbSimplexInterrupt += stop
+        h.cbIpmInterrupt += stop
+        h.cbMipInterrupt += stop
+    h.run()
+    status = h.getModelStatus()
+    info = h.getInfo()
+    kind = highspy.HighsModelStatus
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    values = list(h.getSolution().col_value) if has_solution else None
+    objective = info.objective_function_value if has_solution else None
+    if relax:
+        bound = objective if status == kind.kOptimal else None
+    else:
+        bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
+    if status == kind.kOptimal:
+        name = "optimal"
+    elif status in (kind.kInfeasible, kind.kUnboundedOrInfeasible):
+        name = "infeasible"  # every column is bounded: never unbounded
+    elif status in (kind.kTimeLimit, kind.kIterationLimit, kind.kInterrupt, kind.kSolutionLimit,
+                    kind.kObjectiveBound, kind.kObjectiveTarget, kind.kMemoryLimit,
+                    kind.kHighsInterrupt):
+        name = "feasible" if has_solution else "limit"
+    else:
+        name = "error"
+    return SolverRun(name, values, objective, bound, time.perf_counter() - began,
+                     h.modelStatusToString(status))
+
+
+def _integral_costs(model: LinearModel) -> bool:
+    return all(float(c).is_integer() for c in model.col_cost) and float(model.offset).is_integer()
+
+
+def _run_cbc(model: LinearModel, *, relax: bool, threads: int, time_limit: float | None,
+             start: list[float] | None, log: bool) -> SolverRun:
+    import pulp
+
+    began = time.perf_counter()
+    problem = pulp.LpProblem(model.name, pulp.LpMinimize)
+    columns = [problem.add_variable(name, lb, ub,
+                                    pulp.LpInteger if integer and not relax else pulp.LpContinuous)
+               for name, lb, ub, integer in zip(model.col_name, model.col_lb, model.col_ub,
+                                                model.col_integer)]
+    objective = pulp.LpAffineExpression(
+        [(columns[c], v) for c, v in enumerate(model.col_cost) if v], constant=model.offset)
+    problem.setObjective(objective)
+    if model.contradictions:
+        return SolverRun("infeasible", seconds=time.perf_counter() - began,
+                         detail="; ".join(model.contradictions[:3]))
+    for r, name in enumerate(model.row_name):
+        lo, hi = model.row_start[r], model.row_start[r + 1]
+        expr = pulp.LpAffineExpression([(columns[model.row_index[p]], model.row_value[p])
+                                        for p in range(lo, hi)])
+        lb, ub = model.row_lb[r], model.row_ub[r]
+        if lb == ub:
+            problem.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintEQ, name, ub))
+            continue
+        if ub < math.inf:
+            problem.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintLE, name, ub))
+        if lb > -math.inf:
+            problem.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintGE, name + "_lo", lb))
+    if start is not None and not relax:
+        for column, value in zip(columns, start):
+            column.setInitialValue(round(value) if column.cat == pulp.LpInteger else value)
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = Path(tmp) / "cbc.log"
+        with warnings.catch_warnings():
+            # PuLP 3 deprecates its bundled CBC for 4.0; pyproject pins pulp < 4.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            solver = pulp.PULP_CBC_CMD(
+                mip=not relax, msg=False, timeLimit=time_limit, threads=int(threads), gapRel=0.0,
+                gapAbs=(INTEGER_GAP if _integral_costs(model) else 1e-9) if not relax else None,
+                warmStart=start is not None and not relax, logPath=str(log_path))
+        problem.solve(solver)
+        text = log_path.read_text() if log_path.exists() else ""
+    if log:
+        print(text)
+    values = [c.varValue if c.varValue is not None else 0.0 for c in columns]
+    # pulp has no objective value when every cost is 0: compute it from the columns.
+    value = model.offset + sum(c * v for c, v in zip(model.col_cost, values) if c)
+    result = _cbc_result(text)
+    seconds = time.perf_counter() - began
+    if result.startswith("optimal") or (relax and problem.status == pulp.LpStatusOptimal):
+        return SolverRun("optimal", values, value, value, seconds, result)
+    if "infeasible" in result or problem.status == pulp.LpStatusInfeasible:
+        return SolverRun("infeasible", seconds=seconds, detail=result)
+    bound = _cbc_bound(text)
+    if problem.sol_status == pulp.LpSolutionIntegerFeasible and not relax:
+        return SolverRun("feasible", values, value, bound, seconds, result)
+    return SolverRun("limit", None, None, bound, seconds, result or pulp.LpStatus[problem.status])
+
+
+def _cbc_result(text: str) -> str:
+    match = re.search(r"^Result - (.*)$", text, re.MULTILINE)
+    if not match:
+        return ""
+    line = match.group(1).strip().lower()
+    if "optimal" in line:
+        return "optimal: " + line
+    return line
+
+
+def _cbc_bound(text: str) -> float | None:
+    for pattern in (r"^Lower bound:\s*(-?[\d.eE+]+)", r"best possible (-?[\d.eE+]+)"):
+        found = re.findall(pattern, text, re.MULTILINE)
+        if found:
+            try:
+                return float(found[-1])
+            except ValueError:
+                pass
+    return None
+
+
+# ====================================================================== messages
+def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
+                       deadline: float | None = None) -> str:
+    """"infeasible at budget B", with the minimum feasible budget when CP-SAT can compute it.
+
+    ``monet_ilp.formulations.cpsat.min_budget`` returns ``(bytes, proven)``; when it
+    cannot be imported or fails, the message states the budget only.
+    """
+    data = built.data
+    what = "even the LP relaxation is infeasible" if lp else "no schedule in stage form fits"
+    text = f"infeasible at budget {data.capacity_bytes} bytes ({what}"
+    if built.model.contradictions:
+        text += "; " + built.model.contradictions[0]
+    text += ")"
+    try:
+        from monet_ilp.formulations.cpsat import min_budget
+    except Exception:  # the CP-SAT backend is optional here
+        return text
+    try:
+        parameters = inspect.signature(min_budget).parameters
+        limit = min(30.0, remaining(deadline) or 30.0)  # a hint, not worth a long wait
+        kwargs = {"time_limit": limit} if "time_limit" in parameters else {}
+        found = min_budget(instance, **kwargs)
+    except Exception:
+        return text
+    need, proven = found if isinstance(found, tuple) else (found, True)
+    if isinstance(need, bool) or not isinstance(need, (int, float)):
+        return text
+    if proven:
+        return text + f"; the minimum feasible budget is {int(need)} bytes (CP-SAT)"
+    return text + f"; a budget of {int(need)} bytes is feasible (CP-SAT, not proven minimal)"
+
+
+# ====================================================================== backend
+def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | None,
+                lp_values: list[float] | None, *, solver: str, threads: int,
+                deadline: float | None) -> tuple[list[float] | None, str, dict[str, Any]]:
+    """A start solution: the cheapest that fits of the hint, the baselines and the LP roundings.
+
+    The LP rounding sweep (§7) over smaller LP budgets runs only when nothing else
+    fits, and within half the time left.
+    """
+    from monet_ilp.heuristics import HEURISTICS
+
+    data, x = built.data, built.x
+    candidates: list[tuple[str, Any]] = []
+    if isinstance(hint, Sequence):
+        candidates.append(("hint", plan_from_sequence(data, hint)))
+    elif hint is not None:
+        candidates.append(("hint", None))  # a timed Schedule has no stage form
+    for name in ("store_all", "greedy"):
+        try:
+            sequence = HEURISTICS[name](instance)
+        except MonetError:
+            continue
+        if isinstance(sequence, Sequence):
+            candidates.append((name, plan_from_sequence(data, sequence)))
+    candidates.append(("belady", keep_by_priority(data, x)))
+    if lp_values is not None:
+        plan, _, _ = round_lp_solution(data, x, lp_values, thresholds=THRESHOLDS, samples=8)
+        candidates.append(("lp-round", plan))
+        for floor in (0.0, 0.5):
+            plan = keep_by_priority(data, x, lp_values, floor=floor)
+            candidates.append((f"lp-keep{floor}", plan))
+    best: tuple[int, str, list[float]] | None = None
+    tried: dict[str, Any] = {}
+
+    def consider(name: str, plan) -> None:
+        nonlocal best
+        if plan is None:
+            tried[name] = "no plan in stage form"
+            return
+        plan = prune_plan(data, plan)
+        _, cost = sequence_of_plan(data, plan)
+        values = start_values(data, x, built.model.num_cols, plan) if cost.valid else None
+        if values is None:
+            tried[name] = cost.problem or "outside the model"
+            return
+        tried[name] = cost.compute_cycles
+        if best is None or cost.compute_cycles < best[0]:
+            best = (cost.compute_cycles, name, values)
+
+    for name, plan in candidates:
+        consider(name, plan)
+    if best is None and lp_values is not None:
+        now = time.perf_counter()
+        left = None if deadline is None else now + (deadline - now) / 2
+        plan, _, info = rounding_sweep(instance, built, None, solver=solver, threads=threads,
+                                       deadline=left, fractions=BUDGET_FRACTIONS[1:], samples=0)
+        consider(f"lp-round x{info.get('budget_fraction', '?')}", plan)
+    if best is None:
+        return None, "", tried
+    return best[2], best[1], tried
+
+
+def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: int | None = None,
+               hint: Schedule | Sequence | None = None, **options: Any) -> BackendResult:
+    """Solve P1 exactly with Checkmate's stage MILP (``formulations/p1_milp.md``).
+
+    Parameters
+    ----------
+    instance
+        A P1 instance (one core whose memory holds the graph inputs).
+    time_limit
+        Seconds for the whole run (model, LP bound, MILP).  At the limit the best
+        schedule found so far is returned (FEASIBLE) with the solver's bound.
+    workers
+        Solver threads (default 1).
+    hint
+        A Sequence in stage form to start from (§6); the solver starts from the
+        cheapest that fits the model of the hint, store-all, Chen's greedy and the
+        LP roundings.
+    **options
+        ``milp_solver``: ``"highs"`` (default) or ``"cbc"``; ``max_computes``:
+        computations per op (default unlimited); ``export``: also write the model
+        to this ``.mps``/``.lp`` path; ``lp_bound`` (default true): solve the LP
+        relaxation first and report it; ``warm_start`` (default true); ``log``:
+        show the solver's log; ``fixed_order`` must be true.
+
+    Returns
+    -------
+    BackendResult
+        OPTIMAL when the solver proves it, FEASIBLE at a limit with a schedule,
+        UNKNOWN without one, INFEASIBLE with the budget (and the minimum feasible
+        budget when the CP-SAT backend can compute it).  ``objective`` is the
+        schedule's compute cost, ``bound`` the best proven lower bound, rounded up
+        (costs are integers).  ``stats``: ``lp_bound``, ``variables``,
+        ``binaries``, ``constraints``, ``nonzeros``, ``columns`` (R/S/FREE/U),
+        ``solver``, ``solver_status``, ``start``, timings.
+    """
+    opts = parse_options(options)
+    began = time.perf_counter()
+    deadline = None if time_limit is None else began + float(time_limit)
+    threads = int(workers) if workers else 1
+    built = build_model(instance, max_computes=opts.max_computes)
+    if opts.export:
+        path = Path(opts.export)
+        if path.suffix.lower() not in (".mps", ".lp"):
+            raise MonetError(f"cannot tell the model format of {opts.export!r}", field="export",
+                             fix="end the file name with .mps or .lp")
+        _write(built.model, path)
+    stats: dict[str, Any] = dict(model_stats(built), solver=opts.solver, lp_bound=None)
+
+    def done(status: Status, **kwargs: Any) -> BackendResult:
+        stats["wall_s"] = round(time.perf_counter() - began, 3)
+        return BackendResult(status, stats=stats, **kwargs)
+
+    if built.model.contradictions:
+        return done(Status.INFEASIBLE, message=infeasible_message(instance, built,
+                                                                  deadline=deadline))
+    lp_values = None
+    lp_ceiling = None
+    if opts.lp_bound:
+        lp = run_solver(opts.solver, built.model, relax=True, threads=threads,
+                        time_limit=remaining(deadline), log=opts.log)
+        stats["lp_s"] = round(lp.seconds, 3)
+        if lp.status == "infeasible":
+            return done(Status.INFEASIBLE, message=infeasible_message(instance, built, lp=True,
+                                                                      deadline=deadline))
+        if lp.status == "optimal" and lp.objective is not None:
+            stats["lp_bound"] = lp.objective
+            lp_ceiling = math.ceil(lp.objective - 1e-6)
+            lp_values = lp.values
+    start = None
+    if opts.warm_start:
+        start, source, tried = _start_plan(instance, built, hint, lp_values, solver=opts.solver,
+                                           threads=threads, deadline=deadline)
+        stats["start"] = source or None
+        stats["start_candidates"] = tried
+    run = run_solver(opts.solver, built.model, relax=False, threads=threads,
+                     time_limit=remaining(deadline), start=start, log=opts.log)
+    stats["mip_s"] = round(run.seconds, 3)
+    stats["solver_status"] = run.detail
+    bound = None
+    if run.bound is not None:
+        bound = math.ceil(run.bound - 1e-6)
+    if lp_ceiling is not None:
+        bound = lp_ceiling if bound is None else max(bound, lp_ceiling)
+    if run.status == "infeasible":
+        return done(Status.INFEASIBLE, message=infeasible_message(instance, built,
+                                                                  deadline=deadline))
+    values = run.values if run.values is not None else start
+    if values is None:
+        status = Status.UNKNOWN if run.status == "limit" else Status.ERROR
+        return done(status, bound=bound, message=f"no schedule found ({run.detail})")
+    data = built.data
+    meta = {"backend": "milp", "solver": opts.solver}
+    plan = prune_plan(data, plan_from_values(data, built.x, values))
+    sequence, cost = sequence_of_plan(data, plan, meta=meta)
+    if not cost.valid and start is not None and values is not start:
+        # A solution the solver accepted within its tolerances but the exact replay
+        # rejects: fall back to the start, which the replay accepted.
+        stats["rejected_solution"] = cost.problem
+        run.status = "feasible"
+        sequence, cost = sequence_of_plan(data, prune_plan(data, plan_from_values(
+            data, built.x, start)), meta=meta)
+    if not cost.valid:
+        return done(Status.ERROR, bound=bound,
+                    message=f"the solution does not describe a valid schedule: {cost.problem}")
+    proven = run.status == "optimal" and bound is not None and bound >= cost.compute_cycles
+    if run.status == "optimal":
+        bound = cost.compute_cycles if proven else bound
+    stats["solver_objective"] = run.objective
+    status = Status.OPTIMAL if proven else Status.FEASIBLE
+    message = "optimal in stage form" if proven else f"stopped: {run.detail}"
+    return done(status, schedule=sequence, objective=cost.compute_cycles, bound=bound,
+                message=message)
+
+
+def lp_bound(instance: Instance, *, time_limit: float | None = None, workers: int | None = None,
+             **options: Any) -> float:
+    """The optimum of the stage MILP's LP relaxation: a lower bound on the stage-form optimum.
+
+    Returns ``math.inf`` when even the relaxation is infeasible, and ``nan`` when the
+    solver stops (time limit) before proving the LP optimum.  Options:
+    ``milp_solver``, ``max_computes``.
+    """
+    opts = parse_options(options)
+    built = build_model(instance, max_computes=opts.max_computes, relax=True)
+    if built.model.contradictions:
+        return math.inf
+    run = run_solver(opts.solver, built.model, relax=True, threads=int(workers) if workers else 1,
+                     time_limit=time_limit, log=opts.log)
+    if run.status == "infeasible":
+        return math.inf
+    if run.status != "optimal" or run.objective is None:
+        return math.nan
+    return float(run.objective)
