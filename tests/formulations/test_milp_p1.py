@@ -318,7 +318,7 @@ def test_max_computes_matches_brute_force(seed, limit):
 
 def test_optimizer_ops_end_recomputation():
     checked = 0
-    for seed in range(40):
+    for seed in range(24):
         instance = tiny_instance(seed, optimizer=True)
         best, _ = brute_force(instance)
         result = verified(instance)
@@ -329,7 +329,7 @@ def test_optimizer_ops_end_recomputation():
         first_update = result.schedule.computations.index("opt0")
         assert result.schedule.computations[first_update:] == ("opt0", "dW1", "opt1")
         checked += 1
-    assert checked >= 10
+    assert checked >= 8
 
 
 def test_stage_form_is_narrower_than_any_order():
@@ -423,6 +423,20 @@ def test_time_limit_keeps_a_schedule_and_a_bound():
     result = verified(instance, time_limit=4)
     assert result.status in (Status.FEASIBLE, Status.OPTIMAL)
     assert result.bound is not None and result.bound <= result.objective
+
+
+def test_watched_highs_process(monkeypatch):
+    """Large MILPs run in a child process: its result comes back, and a kill keeps the start."""
+    from monet_ilp.formulations.milp import solve as milp
+
+    monkeypatch.setattr(milp, "WATCHED_NONZEROS", 0)
+    done = verified(p1_instance(hand_chain(), budget=4), time_limit=30)
+    assert done.status is Status.OPTIMAL and done.objective == 23
+    monkeypatch.setattr(milp, "GRACE_S", -1e6)  # kill as soon as the MILP starts
+    instance = between(random_layered(30, seed=0), 0.3)
+    killed = verified(instance, time_limit=60)
+    assert killed.status is Status.FEASIBLE and "killed" in killed.message
+    assert killed.stats["start"] and killed.bound <= killed.objective
 
 
 @pytest.mark.slow

@@ -1,9 +1,10 @@
 """The CP-SAT backend of P1 (rematerialisation): two encodings of one staged model.
 
 ``formulations/p1_cpsat.md`` holds the mathematics; the modules follow its steps:
-:mod:`.grid` (data and domains), :mod:`.variables`, :mod:`.constraints` (C1-C11),
+:mod:`.grid` (data and domains), :mod:`.variables`, :mod:`.constraints` (C1-C12),
 :mod:`.objectives` (O1, O2), :mod:`.encodings` (``stages``, ``intervals``),
-:mod:`.hints` (schedules to and from cells) and :mod:`.solve`.
+:mod:`.hints` (schedules to and from cells), :mod:`.repair` (a hint heuristic) and
+:mod:`.solve`.
 """
 
 from monet_ilp.formulations.cpsat.encodings import DEFAULT_ENCODING, MEMORY_ENCODINGS, build_model

@@ -149,13 +149,13 @@ def passes_canonical(v: P1Vars) -> None:
     """C12: a node sits in pass r > 0 only if it could not sit in pass r - 1.
 
     ``R[t,r,k] <= sum_{j>k} R[t,r-1,j] + sum_{j<k} R[t,r,j]``: otherwise moving k to
-    the end of pass r-1 gives the same sequence.  The fixed first computation of the
-    stage is exempt (it is always last).
+    the end of pass r-1 gives the same sequence.  With ``fixed_order`` the stage's
+    first computation is exempt (its one slot is the last).
     """
     grid, model = v.grid, v.model
     for t, slots in enumerate(grid.stage_slots):
         for r, k in slots:
-            if r == 0 or grid.first[k] == (t, t):
+            if r == 0 or grid.fixed_order and k == t:
                 continue
             before = [v.Rs(t, r - 1, j) for q, j in slots if q == r - 1 and j > k]
             before += [v.Rs(t, r, j) for q, j in slots if q == r and j < k]

@@ -25,7 +25,7 @@ from monet_ilp.formulations.cpsat.variables import (
 )
 
 #: The default encoding (the faster one on the benchmark in ``p1_cpsat.md``).
-DEFAULT_ENCODING = "stages"
+DEFAULT_ENCODING = "intervals"
 
 
 def _stage_memory(v: P1Vars) -> None:

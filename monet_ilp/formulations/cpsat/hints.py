@@ -75,6 +75,11 @@ def stage_cells(grid: Grid, computations: Iterable[str]) -> set[Cell] | None:
         stage += 1
     if len(seen) != grid.n:
         return None
+    return _in_passes(grid, stages)
+
+
+def _in_passes(grid: Grid, stages: list[list[int]]) -> set[Cell]:
+    """Cells of each stage's computations, in this order, put in canonical passes (C12)."""
     cells: set[Cell] = set()
     last = grid.passes - 1
     for t, nodes in enumerate(stages):
@@ -83,7 +88,7 @@ def stage_cells(grid: Grid, computations: Iterable[str]) -> set[Cell] | None:
             if i < previous:
                 r += 1
             previous = i
-            slot = (last if grid.first[i] == (t, t) else min(r, last), i)
+            slot = (last if grid.fixed_order and i == t else min(r, last), i)
             if slot in grid.slot_rank[t]:
                 cells.add((t, *slot))
     return cells
@@ -117,6 +122,11 @@ def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "") -> Completi
         if not useless:
             break
         cells -= useless
+    if grid.passes > 1:  # dropping cells may leave a pass without its reason (C12)
+        stages = [[] for _ in range(grid.n)]
+        for t, _, i in sorted(cells):
+            stages[t].append(i)
+        cells = _in_passes(grid, stages)
     return _values(grid, frozenset(cells), retained, first_stage, source)
 
 

@@ -57,6 +57,7 @@ def solve_cpsat(
     fixed_order: bool = True,
     passes: int = 1,
     use_baseline_hint: bool = True,
+    warm_start: bool = True,
     log: bool = False,
     seed: int = 0,
     params: dict[str, Any] | None = None,
@@ -89,6 +90,11 @@ def solve_cpsat(
         of graph order, a larger (slower) model that can only do better.
     use_baseline_hint
         Hint with the best fitting baseline when ``hint`` is not given.
+    warm_start
+        With ``fixed_order=False`` or ``passes > 1`` and no ``hint``: first solve
+        the smaller model (fixed order, one pass) with a third of the time limit
+        (to optimality without one) and hint with its schedule, so the result is
+        never worse than that model's.
     log
         Print CP-SAT's search log.
     seed
@@ -104,6 +110,7 @@ def solve_cpsat(
         ``UNKNOWN``.  ``objective`` is the compute cost, ``bound`` the best lower
         bound rounded up.
     """
+    explain_infeasible = options.pop("_explain_infeasible", True)  # private: warm starts skip it
     _no_unknown_options(options)
     started = time.perf_counter()
     grid = build_grid(instance, fixed_order=fixed_order, passes=passes)
@@ -112,8 +119,12 @@ def solve_cpsat(
 
     if grid.peak_lower_bound > grid.budget:
         stats["infeasible_by"] = "peak_lower_bound"
+        if not explain_infeasible:
+            return BackendResult(Status.INFEASIBLE, message="infeasible", stats=stats)
         return _infeasible(instance, grid, stats, started, time_limit, workers, encoding)
 
+    if hint is None and warm_start and (not fixed_order or passes > 1):
+        hint = _warm_start(instance, time_limit, workers, encoding, max_computes, seed, params, stats)
     chosen = _choose_hint(instance, grid, hint, use_baseline_hint, max_computes, stats)
     built = time.perf_counter()
     v = build_model(grid, encoding=encoding, max_computes=max_computes)
@@ -130,11 +141,15 @@ def solve_cpsat(
             raise AssertionError("the CP-SAT solution does not replay; this is a bug in cpsat")
         bound = _bound(solver, trivial_bound, completion.cost)
         proven = status == cp_model.OPTIMAL
+        form = f"stage form, passes={grid.passes}"
         return _result(instance, grid, completion, Status.OPTIMAL if proven else Status.FEASIBLE,
                        completion.cost if proven else bound, stats, started,
-                       "" if proven else "time limit reached; best schedule and bound returned")
+                       f"optimal in {form}" if proven
+                       else f"time limit reached; best schedule and bound returned ({form})")
     if status == cp_model.INFEASIBLE:
         stats["infeasible_by"] = "cpsat"
+        if not explain_infeasible:
+            return BackendResult(Status.INFEASIBLE, message="infeasible", stats=stats)
         remaining = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - started))
         return _infeasible(instance, grid, stats, started, remaining, workers, encoding)
     if status == cp_model.MODEL_INVALID:
@@ -200,7 +215,8 @@ def _no_unknown_options(options: dict[str, Any]) -> None:
         name = sorted(options)[0]
         raise MonetError(
             f"unknown cpsat option {name!r}", field=name,
-            fix="use encoding, max_computes, fixed_order, passes, use_baseline_hint, log, seed or params",
+            fix="use encoding, max_computes, fixed_order, passes, use_baseline_hint, warm_start, "
+                "log, seed or params",
         )
 
 
@@ -226,13 +242,26 @@ def _model_stats(v: P1Vars) -> dict[str, Any]:
     }
 
 
+def _warm_start(instance, time_limit, workers, encoding, max_computes, seed, params, stats):
+    """The schedule of the fixed-order, one-pass model, or ``None``."""
+    share = None if time_limit is None else time_limit / 3
+    first = solve_cpsat(instance, time_limit=share, workers=workers, encoding=encoding,
+                        max_computes=max_computes, seed=seed, params=params, _explain_infeasible=False)
+    stats["warm_start"] = {"status": str(first.status), "objective": first.objective,
+                           "seconds": first.stats.get("wall_seconds")}
+    if first.status in (Status.OPTIMAL, Status.FEASIBLE):
+        return first.schedule
+    return None
+
+
 def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats) -> Completion | None:
     if hint is not None:
         if isinstance(hint, Schedule):
             computations = [r.op for r in sorted(hint.ops, key=lambda r: (r.start, r.end))]
             hint = Sequence(tuple(), {}) if not computations else _as_sequence(computations)
-        chosen = hint_from(grid, hint, source="given")
-        stats["hint"] = "given" if chosen is not None else "given (not usable: order differs)"
+        source = "warm_start" if "warm_start" in stats else "given"
+        chosen = hint_from(grid, hint, source=source)
+        stats["hint"] = source if chosen is not None else f"{source} (not usable: order differs)"
     elif use_baseline:
         fitting = [c for c in baseline_completions(instance, grid)
                    if c.fits(grid) and _within_computes(c, max_computes)]
@@ -333,11 +362,12 @@ def _infeasible(instance, grid, stats, started, time_limit, workers, encoding) -
     stats["min_budget_bytes"] = budget
     stats["min_budget_proven"] = proven
     stats["wall_seconds"] = round(time.perf_counter() - started, 3)
+    form = f"stage form, passes={grid.passes}"
     if proven:
-        claim = f"the minimum feasible budget is {budget} bytes (proven)"
+        claim = f"the minimum feasible budget is {budget} bytes (proven in {form})"
     else:
         claim = f"a budget of {budget} bytes is feasible (minimum not proven within the time limit)"
-    message = f"no schedule fits the budget of {grid.budget_bytes} bytes; {claim}"
+    message = f"no schedule in {form} fits the budget of {grid.budget_bytes} bytes; {claim}"
     if stats.get("max_computes") is not None:
         message += f"; with at most {stats['max_computes']} computations per node it may need more"
     return BackendResult(Status.INFEASIBLE, None, None, None, message, stats)

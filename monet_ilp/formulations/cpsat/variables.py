@@ -100,8 +100,13 @@ def add_schedule_variables(model: cp_model.CpModel, grid: Grid, budget, budget_u
     """
     v = P1Vars(model, grid, budget, budget_upper)
     for t, slots in enumerate(grid.stage_slots):
+        forced: dict[int, list] = {}
         for r, i in slots:
-            _bool(v, ("R", t, r, i), 1 if grid.first[i] == (t, t) else None)
+            x = _bool(v, ("R", t, r, i))
+            if grid.first[i] == (t, t):
+                forced.setdefault(i, []).append(x)
+        for i, xs in forced.items():
+            model.add_exactly_one(xs)  # C1: the one first computation of a forced node
     for i, (lo, hi) in enumerate(grid.first):
         if lo < hi:
             for t in range(lo, hi + 1):

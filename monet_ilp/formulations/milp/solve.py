@@ -170,7 +170,7 @@ def _write(model: LinearModel, path: Path) -> None:
 
     h = highspy.Highs()
     h.setOptionValue("output_flag", False)
-    h.passModel(_highs_lp(model, relax=False, names=True))
+    h.passModel(_highs_lp(_model_arrays(model, names=True), relax=False))
     status = h.writeModel(str(path))
     if status != highspy.HighsStatus.kOk or not path.exists():
         raise MonetError(f"HiGHS could not write {str(path)!r}", field="export",
@@ -214,18 +214,15 @@ def run_solver(solver: str, model: LinearModel, *, relax: bool, threads: int,
                     start=start, log=log)
 
 
-def _highs_lp(model: LinearModel, *, relax: bool, names: bool = False):
-    """The model as a ``highspy.HighsLp``.
+def _model_arrays(model: LinearModel, *, names: bool = False) -> dict[str, Any]:
+    """The model as plain numpy arrays (what HiGHS takes, and cheap to send to a process).
 
     With ``names`` (export) the objective constant becomes a column fixed at 1 (not
     every MPS reader takes an objective constant), and a violated constant row
     becomes an infeasible row, so that the file means the same anywhere.
     """
-    import highspy
     import numpy as np
 
-    inf = highspy.kHighsInf
-    lp = highspy.HighsLp()
     col_lb, col_ub, names_c = list(model.col_lb), list(model.col_ub), list(model.col_name)
     row_start, row_index = list(model.row_start), list(model.row_index)
     row_value = list(model.row_value)
@@ -241,39 +238,83 @@ def _highs_lp(model: LinearModel, *, relax: bool, names: bool = False):
         col_lb.append(0.0), col_ub.append(0.0), names_c.append("contradiction")
         integer.append(False), cost.append(0.0)
         row_index.append(len(col_lb) - 1), row_value.append(1.0)
-        row_start.append(len(row_index)), row_lb.append(1.0), row_ub.append(inf)
+        row_start.append(len(row_index)), row_lb.append(1.0), row_ub.append(math.inf)
         names_r.append("contradiction")
-    lp.num_col_ = len(col_lb)
-    lp.num_row_ = len(row_lb)
-    lp.col_cost_ = np.asarray(cost, dtype=np.float64)
-    lp.col_lower_ = np.asarray(col_lb, dtype=np.float64)
-    lp.col_upper_ = np.asarray(col_ub, dtype=np.float64)
-    lp.row_lower_ = np.asarray([v if v > -math.inf else -inf for v in row_lb], dtype=np.float64)
-    lp.row_upper_ = np.asarray([v if v < math.inf else inf for v in row_ub], dtype=np.float64)
-    lp.offset_ = offset
+    return {
+        "cost": np.asarray(cost, dtype=np.float64),
+        "col_lb": np.asarray(col_lb, dtype=np.float64),
+        "col_ub": np.asarray(col_ub, dtype=np.float64),
+        "row_lb": np.asarray(row_lb, dtype=np.float64),
+        "row_ub": np.asarray(row_ub, dtype=np.float64),
+        "start": np.asarray(row_start, dtype=np.int32),
+        "index": np.asarray(row_index, dtype=np.int32),
+        "value": np.asarray(row_value, dtype=np.float64),
+        "integer": np.asarray(integer, dtype=bool),
+        "offset": offset,
+        "col_names": names_c if names else None,
+        "row_names": names_r if names else None,
+        "abs_gap": INTEGER_GAP if _integral_costs(model) else 1e-9,
+    }
+
+
+def _highs_lp(arrays: Mapping[str, Any], *, relax: bool):
+    """A ``highspy.HighsLp`` of :func:`_model_arrays` (without integrality when ``relax``)."""
+    import highspy
+    import numpy as np
+
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_ = len(arrays["cost"])
+    lp.num_row_ = len(arrays["row_lb"])
+    lp.col_cost_ = arrays["cost"]
+    lp.col_lower_ = arrays["col_lb"]
+    lp.col_upper_ = arrays["col_ub"]
+    lp.row_lower_ = np.where(np.isneginf(arrays["row_lb"]), -inf, arrays["row_lb"])
+    lp.row_upper_ = np.where(np.isposinf(arrays["row_ub"]), inf, arrays["row_ub"])
+    lp.offset_ = arrays["offset"]
     lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
     lp.a_matrix_.num_col_ = lp.num_col_
     lp.a_matrix_.num_row_ = lp.num_row_
-    lp.a_matrix_.start_ = np.asarray(row_start, dtype=np.int32)
-    lp.a_matrix_.index_ = np.asarray(row_index, dtype=np.int32)
-    lp.a_matrix_.value_ = np.asarray(row_value, dtype=np.float64)
-    if not relax and any(integer):
+    lp.a_matrix_.start_ = arrays["start"]
+    lp.a_matrix_.index_ = arrays["index"]
+    lp.a_matrix_.value_ = arrays["value"]
+    if not relax and arrays["integer"].any():
         kind = highspy.HighsVarType
-        lp.integrality_ = [kind.kInteger if flag else kind.kContinuous for flag in integer]
-    if names:
-        lp.col_names_ = names_c
-        lp.row_names_ = names_r
+        lp.integrality_ = [kind.kInteger if flag else kind.kContinuous for flag in arrays["integer"]]
+    if arrays["col_names"] is not None:
+        lp.col_names_ = arrays["col_names"]
+        lp.row_names_ = arrays["row_names"]
     return lp
 
 
 _HIGHS_THREADS: list[int] = []  # the thread count HiGHS's global scheduler was started with
+#: MILPs at least this large run, under a time limit, in a child process that is
+#: killed at the deadline: HiGHS does not check its limit everywhere (at the root of
+#: a 560 000-row model it went silent for five minutes, callbacks included).
+WATCHED_NONZEROS = 200_000
+#: Seconds a watched HiGHS may overrun its limit before it is killed.
+GRACE_S = 5.0
 
 
 def _run_highs(model: LinearModel, *, relax: bool, threads: int, time_limit: float | None,
                start: list[float] | None, log: bool) -> SolverRun:
+    began = time.perf_counter()
+    arrays = _model_arrays(model)
+    if time_limit is not None and not relax and model.num_nonzeros >= WATCHED_NONZEROS:
+        run = _run_highs_watched(arrays, threads=threads, time_limit=time_limit, start=start,
+                                 log=log)
+    else:
+        run = _highs_solve(arrays, relax=relax, threads=threads, time_limit=time_limit,
+                           start=start, log=log)
+    run.seconds = time.perf_counter() - began
+    return run
+
+
+def _highs_solve(arrays: Mapping[str, Any], *, relax: bool, threads: int,
+                 time_limit: float | None, start: Any, log: bool, report=None) -> SolverRun:
+    """Run HiGHS here; ``report(kind, payload)`` receives incumbents and bounds as they come."""
     import highspy
 
-    began = time.perf_counter()
     if _HIGHS_THREADS and _HIGHS_THREADS[0] != threads:
         # HiGHS refuses to run when the thread count changes under a live scheduler.
         highspy.Highs.resetGlobalScheduler(True)
@@ -287,24 +328,32 @@ def _run_highs(model: LinearModel, *, relax: bool, threads: int, time_limit: flo
         h.setOptionValue("time_limit", float(time_limit))
     if not relax:
         h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("mip_abs_gap", INTEGER_GAP if _integral_costs(model) else 1e-9)
-    h.passModel(_highs_lp(model, relax=relax))
+        h.setOptionValue("mip_abs_gap", arrays["abs_gap"])
+    h.passModel(_highs_lp(arrays, relax=relax))
     if start is not None and not relax:
         solution = highspy.HighsSolution()
-        solution.col_value = start
+        solution.col_value = list(start)
         h.setSolution(solution)
     if time_limit is not None:
-        # HiGHS's own limit is not checked everywhere (e.g. in the root of a large
-        # MIP it overran 250 s by 350 s): interrupt it from its callbacks as well.
+        # HiGHS's own limit is not checked everywhere: interrupt it from its
+        # callbacks as well (still not everywhere, see WATCHED_NONZEROS).
         deadline = time.perf_counter() + float(time_limit)
 
         def stop(event) -> None:
+            if report is not None and math.isfinite(event.data_out.mip_dual_bound):
+                report("bound", event.data_out.mip_dual_bound)
             if time.perf_counter() > deadline:
                 event.interrupt()
 
         h.cbSimplexInterrupt += stop
         h.cbIpmInterrupt += stop
         h.cbMipInterrupt += stop
+    if report is not None and not relax:
+        def improved(event) -> None:
+            report("incumbent", (list(event.data_out.mip_solution),
+                                 event.data_out.objective_function_value))
+
+        h.cbMipImprovingSolution += improved
     h.run()
     status = h.getModelStatus()
     info = h.getInfo()
@@ -326,8 +375,96 @@ def _run_highs(model: LinearModel, *, relax: bool, threads: int, time_limit: flo
         name = "feasible" if has_solution else "limit"
     else:
         name = "error"
-    return SolverRun(name, values, objective, bound, time.perf_counter() - began,
-                     h.modelStatusToString(status))
+    return SolverRun(name, values, objective, bound, 0.0, h.modelStatusToString(status))
+
+
+def _highs_child_main(folder: str) -> None:
+    """Entry point of the watched HiGHS process (``python -c``, so no user ``__main__`` runs).
+
+    Reads ``job.pkl`` from ``folder``; writes each improving solution to
+    ``incumbent.pkl``, the best dual bound seen to ``bound.txt`` (both replaced
+    atomically) and the final :class:`SolverRun` to ``result.pkl``.
+    """
+    import os
+    import pickle
+
+    where = Path(folder)
+    job = pickle.loads((where / "job.pkl").read_bytes())
+    best = [-math.inf]
+
+    def save(name: str, data: bytes) -> None:
+        temporary = where / (name + ".tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, where / name)
+
+    def report(kind: str, payload: Any) -> None:
+        if kind == "incumbent":
+            save("incumbent.pkl", pickle.dumps(payload))
+        elif payload > best[0]:
+            best[0] = payload
+            save("bound.txt", repr(payload).encode())
+
+    try:
+        run = _highs_solve(job["arrays"], relax=False, threads=job["threads"],
+                           time_limit=job["time_limit"], start=job["start"], log=job["log"],
+                           report=report)
+    except Exception as err:  # report it, rather than leave the parent guessing
+        run = SolverRun("error", detail=f"{type(err).__name__}: {err}")
+    save("result.pkl", pickle.dumps(run))
+
+
+def _run_highs_watched(arrays: Mapping[str, Any], *, threads: int, time_limit: float,
+                       start: list[float] | None, log: bool) -> SolverRun:
+    """Run HiGHS in a child process, killed ``GRACE_S`` after the limit if still running.
+
+    The child saves every improving solution and the dual bounds it sees, so a
+    killed run still returns its incumbent (else the start) and a valid bound.
+    """
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    import monet_ilp
+
+    with tempfile.TemporaryDirectory(prefix="monet-milp-") as tmp:
+        where = Path(tmp)
+        job = {"arrays": dict(arrays), "threads": threads, "time_limit": time_limit,
+               "start": None if start is None else list(start), "log": log}
+        (where / "job.pkl").write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+        env = dict(os.environ)
+        package_root = str(Path(monet_ilp.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        command = [sys.executable, "-c", "import sys; from monet_ilp.formulations.milp.solve "
+                   "import _highs_child_main; _highs_child_main(sys.argv[1])", tmp]
+        with open(where / "stderr.txt", "wb") as errors:
+            child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=None if log else subprocess.DEVNULL, stderr=errors)
+            deadline = time.perf_counter() + time_limit + GRACE_S
+            while child.poll() is None and time.perf_counter() < deadline:
+                time.sleep(0.1)
+            killed = child.poll() is None
+            if killed:
+                child.kill()
+            child.wait()
+        result = where / "result.pkl"
+        if not killed and result.exists():
+            return pickle.loads(result.read_bytes())
+        values = objective = bound = None
+        if (where / "incumbent.pkl").exists():
+            values, objective = pickle.loads((where / "incumbent.pkl").read_bytes())
+        if (where / "bound.txt").exists():
+            bound = float((where / "bound.txt").read_text())
+        problem = (where / "stderr.txt").read_text(errors="replace").strip().splitlines()
+    if values is None and start is not None:
+        values = list(start)
+        objective = float(arrays["offset"]) + sum(c * v for c, v in zip(arrays["cost"], start) if c)
+    if not killed:
+        detail = "the HiGHS process ended without a result" + (f": {problem[-1]}" if problem else "")
+        return SolverRun("error" if values is None else "feasible", values, objective, bound,
+                         0.0, detail)
+    return SolverRun("feasible" if values is not None else "limit", values, objective, bound, 0.0,
+                     "stopped at the time limit (HiGHS process killed)")
 
 
 def _integral_costs(model: LinearModel) -> bool:
