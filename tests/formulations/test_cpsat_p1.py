@@ -361,7 +361,7 @@ def test_completed_hints_satisfy_every_constraint(passes, fixed_order):
     from monet_ilp.formulations.cpsat import build_model
     from monet_ilp.formulations.cpsat.hints import baseline_completions
     from monet_ilp.formulations.cpsat.repair import best_repair
-    from monet_ilp.formulations.cpsat.solve import _add_hint
+    from monet_ilp.formulations.cpsat.solve import add_hint
 
     for graph, budget in ((zoo.mlp(), 1.0), (random_layered(30, seed=2), 820)):
         grid = build_grid(p1_instance(graph, budget), passes=passes, fixed_order=fixed_order)
@@ -372,7 +372,7 @@ def test_completed_hints_satisfy_every_constraint(passes, fixed_order):
                 continue
             for encoding in ENCODINGS:
                 v = build_model(grid, encoding=encoding)
-                _add_hint(v, completion)
+                add_hint(v, completion)
                 solver = cp_model.CpSolver()
                 solver.parameters.fix_variables_to_their_hinted_value = True
                 solver.parameters.num_workers = 1

@@ -9,7 +9,7 @@ also tells whether a hint fits the budget.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Mapping
 
 from monet_ilp.errors import MonetError
@@ -110,7 +110,7 @@ def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "") -> Completi
     if any(lo == hi and first_stage[i] != lo for i, (lo, hi) in enumerate(grid.first)):
         return None
     while True:
-        retained = _minimal_retention(grid, cells)
+        retained = minimal_retention(grid, cells)
         if retained is None:
             return None
         useless = {
@@ -130,7 +130,7 @@ def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "") -> Completi
     return _values(grid, frozenset(cells), retained, first_stage, source)
 
 
-def _minimal_retention(grid: Grid, cells: set[Cell]) -> set[tuple[int, int]] | None:
+def minimal_retention(grid: Grid, cells: set[Cell]) -> set[tuple[int, int]] | None:
     """``S[t,i] = 1`` exactly from the last computation of i up to its next read."""
     computed: dict[int, dict[int, int]] = {}
     for t, r, j in cells:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 
 from monet_ilp.formulations.cpsat.grid import Grid
-from monet_ilp.formulations.cpsat.hints import Cell, _minimal_retention
+from monet_ilp.formulations.cpsat.hints import Cell, minimal_retention
 
 
 def evict_until_fits(
@@ -60,7 +60,7 @@ def best_repair(grid: Grid, *, budget: int | None = None, time_limit: float = 5.
 def _with_closure(grid: Grid, cells: set[Cell], cell: Cell) -> set[Cell]:
     """``cell`` plus the recomputation, in the same stage and pass, of every predecessor
     that is not already resident there (so that no retention is stretched to serve it)."""
-    retained = _minimal_retention(grid, cells) or set()
+    retained = minimal_retention(grid, cells) or set()
     t, r, i = cell
     computed = {(s, j): q for s, q, j in cells}
     added = {cell}
@@ -81,7 +81,7 @@ def _with_closure(grid: Grid, cells: set[Cell], cell: Cell) -> set[Cell]:
 
 def _first_overflow(grid: Grid, cells: set[Cell], budget: int):
     """``(t, r, k, live items)`` at the first computed slot over budget, or None."""
-    retained = _minimal_retention(grid, cells)
+    retained = minimal_retention(grid, cells)
     if retained is None:
         return "invalid"
     by_stage: dict[int, list[tuple[int, int]]] = {}

@@ -129,7 +129,7 @@ def solve_cpsat(
     built = time.perf_counter()
     v = build_model(grid, encoding=encoding, max_computes=max_computes)
     if chosen is not None:
-        _add_hint(v, chosen)
+        add_hint(v, chosen)
     stats.update(_model_stats(v), build_seconds=round(time.perf_counter() - built, 3))
     remaining = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - started))
     solver, status = _run(v, remaining, workers, log, seed, params, stats)
@@ -195,7 +195,7 @@ def min_budget_cpsat(
     if best.peak <= low:
         return best.peak * grid.scale, True
     v = build_model(grid, encoding=encoding, minimize_peak=True, peak_bounds=(low, best.peak))
-    _add_hint(v, best)
+    add_hint(v, best)
     stats: dict[str, Any] = {}
     solver, status = _run(v, time_limit, workers, log, seed, None, stats)
     if status == cp_model.OPTIMAL:
@@ -296,7 +296,8 @@ def _within_computes(c: Completion, max_computes: int | None) -> bool:
     return max(counts.values(), default=0) <= max_computes
 
 
-def _add_hint(v: P1Vars, c: Completion) -> None:
+def add_hint(v: P1Vars, c: Completion) -> None:
+    """Hint every variable of ``v`` with its value in ``c`` (absent booleans: 0)."""
     for key, x in v.var.items():
         value = c.values.get(key)
         if value is None and key[0] in ("R", "F", "S", "Sin", "FREE", "present"):
