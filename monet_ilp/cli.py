@@ -570,6 +570,11 @@ def demo(budget):
     run_demo(console, budget=budget)
 
 
+from monet_ilp.plot_commands import plot  # noqa: E402  (the group lives in its own module)
+
+cli.add_command(plot)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: run the CLI, turning user errors into one line and exit status 2."""
     try:

@@ -471,10 +471,10 @@ def make_instance(
                     pinned.setdefault(op.id, {})[c.id] = op_cost(op, graph, c, hardware, pinned=True)
     static_mw = sum(c.static_mw for c in chosen) + sum(m.static_mw for m in shared)
     peak = store_all_peak(graph)
-    return Instance(
+    inst = Instance(
         name=name or f"{graph.name}_{hardware.name}_{problem}",
         problem=problem,
-        objective=objective,
+        objective=Objective.LATENCY if objective is Objective.WEIGHTED else objective,
         graph=graph,
         cores=tuple(CoreSpec(c.id, c.sram) for c in chosen),
         memories=tuple(memories),
@@ -498,6 +498,27 @@ def make_instance(
             "cost_scale": 1,
         },
     )
+    if objective is Objective.WEIGHTED:
+        inst = with_weighted_references(inst)
+    return inst
+
+
+def with_weighted_references(inst: Instance) -> Instance:
+    """The instance with the ``weighted`` objective, normalised by its store-all baseline.
+
+    ``meta.latency_ref_cycles`` and ``meta.energy_ref_pj`` are the latency and the
+    energy of the store-all schedule (``heuristics.store_all``; capacities are not
+    checked), so that ``α · latency / latency_ref + (1 − α) · energy / energy_ref``
+    is 1 for the baseline.
+    """
+    from monet_ilp.evaluate import evaluate
+    from monet_ilp.heuristics.store_all import store_all
+
+    base = _replace(inst, objective=Objective.LATENCY)
+    metrics = evaluate(base, store_all(base))
+    meta = dict(inst.meta, latency_ref_cycles=max(1, metrics.latency_cycles),
+                energy_ref_pj=max(1, metrics.energy.total_pj))
+    return _replace(inst, objective=Objective.WEIGHTED, meta=meta)
 
 
 def _enum_arg(enum, value, field_name):

@@ -185,30 +185,27 @@ def _lazy(module: str, attr: str) -> Callable[[], Backend]:
     return load
 
 
-def _by_problem(name: str, p1: Callable[[], Backend], p2: Callable[[], Backend]) -> Callable[[], Backend]:
-    """One backend name, one model per problem class (P3 comes with the joint models)."""
+def _by_problem(p1: Callable[[], Backend], p2: Callable[[], Backend],
+                p3: Callable[[], Backend]) -> Callable[[], Backend]:
+    """One backend name, one model per problem class."""
 
     def load() -> Backend:
-        solve_p1, solve_p2 = p1(), p2()
-
         def run(instance: Instance, **kwargs: Any) -> BackendResult:
             from monet_ilp.instance import Problem
 
-            if instance.problem is Problem.P2:
-                return solve_p2(instance, **kwargs)
-            if instance.problem is Problem.P3:
-                raise MonetError(f"backend {name!r} has no P3 model yet", field="backend",
-                                 fix="solve P3 instances with --backend heuristic:store_all for now")
-            return solve_p1(instance, **kwargs)
+            model = {Problem.P2: p2, Problem.P3: p3}.get(instance.problem, p1)
+            return model()(instance, **kwargs)
 
         return run
 
     return load
 
 
-register_backend("cpsat", _by_problem("cpsat", _lazy("monet_ilp.formulations.cpsat", "solve_cpsat"),
-                                      _lazy("monet_ilp.formulations.cpsat.p2_model", "solve_p2_cpsat")))
-register_backend("milp", _by_problem("milp", _lazy("monet_ilp.formulations.milp", "solve_milp"),
-                                     _lazy("monet_ilp.formulations.milp.p2_model", "solve_p2_milp")))
+register_backend("cpsat", _by_problem(_lazy("monet_ilp.formulations.cpsat", "solve_cpsat"),
+                                      _lazy("monet_ilp.formulations.cpsat.p2_model", "solve_p2_cpsat"),
+                                      _lazy("monet_ilp.formulations.cpsat.p3_model", "solve_p3_cpsat")))
+register_backend("milp", _by_problem(_lazy("monet_ilp.formulations.milp", "solve_milp"),
+                                     _lazy("monet_ilp.formulations.milp.p2_model", "solve_p2_milp"),
+                                     _lazy("monet_ilp.formulations.milp.p3_model", "solve_p3_milp")))
 register_backend("dp", _lazy("monet_ilp.formulations.dp", "solve_dp"))
 register_backend("heuristic:lp-round", _lazy("monet_ilp.formulations.milp", "solve_lp_rounding"))

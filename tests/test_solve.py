@@ -51,7 +51,8 @@ def test_heuristic_backend_is_feasible_not_optimal():
     assert result.status is Status.FEASIBLE and result.bound is None and result.metrics.feasible
 
 
-def test_p3_is_not_yet_modelled():
-    inst = make_instance(zoo.mlp(depth=1), preset("edge_tpu"), problem="P3")
-    with pytest.raises(MonetError, match="no P3 model yet"):
-        solve(inst, "cpsat")
+def test_p3_instances_go_to_the_p3_model():
+    inst = make_instance(zoo.mlp(depth=1, width=32, batch=4, in_features=32),
+                         preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3")
+    result = solve(inst, "cpsat", time_limit=30, workers=2)
+    assert result.stats["model"] == "p3_cpsat" and result.metrics.feasible

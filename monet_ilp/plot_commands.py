@@ -1,0 +1,62 @@
+"""``monet-ilp plot``: the command-line face of :mod:`monet_ilp.plot` (Gantt charts, Pareto fronts).
+
+Registered by ``monet_ilp.cli``; matplotlib is imported only when a command runs, so
+the rest of the CLI starts without it.
+"""
+
+from __future__ import annotations
+
+import click
+
+from monet_ilp.errors import MonetError
+
+
+def _plot_module():
+    try:
+        from monet_ilp import plot as plot_module
+    except ImportError as err:
+        if "matplotlib" not in str(err):
+            raise
+        raise MonetError("plotting needs matplotlib, which is not installed", field="matplotlib",
+                         fix="pip install matplotlib") from None
+    return plot_module
+
+
+@click.group()
+def plot() -> None:
+    """Draw schedules (Gantt chart with memory occupancy) and Pareto fronts."""
+
+
+@plot.command("gantt")
+@click.argument("schedule_path", type=click.Path(dir_okay=False))
+@click.option("--instance", "instance_path", type=click.Path(dir_okay=False), required=True,
+              help="The instance the schedule solves (a monet-ilp instance JSON).")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), required=True,
+              help="Write the figure here (.png, .pdf, .svg, ...).")
+@click.option("--title", help="Figure title (default: instance, latency, energy, verdict).")
+def gantt_cmd(schedule_path, instance_path, out, title):
+    """Draw a schedule: core and link lanes, then memory occupancy.
+
+    One lane per core and per link, then each memory's occupancy against its
+    capacity.  Works on timed schedules (P1, P2, P3) and P1 sequences (drawn as the evaluator
+    times them).  Recomputations are hatched; transfers are coloured by direction.
+    """
+    plot_module = _plot_module()
+    plot_module.gantt(instance_path, schedule_path, path=out, title=title)
+    click.echo(f"wrote {out}", err=True)
+
+
+@plot.command("pareto")
+@click.argument("front_path", type=click.Path(dir_okay=False))
+@click.option("--out", "-o", type=click.Path(dir_okay=False), required=True,
+              help="Write the figure here (.png, .pdf, .svg, ...).")
+def pareto_cmd(front_path, out):
+    """Draw a latency/energy Pareto front.
+
+    The non-dominated points joined as a step front, their certified lower bounds,
+    and dominated points in grey.  FRONT_PATH is the JSON written by `monet-ilp pareto`
+    (its format is in the monet_ilp.plot docstring).
+    """
+    plot_module = _plot_module()
+    plot_module.pareto(front_path, path=out)
+    click.echo(f"wrote {out}", err=True)
