@@ -490,7 +490,7 @@ def _instance_from(path: str, budget: str | None):
 @cli.command("solve")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--backend", default="cpsat", show_default=True,
-              help="cpsat, milp, dp, or heuristic:store_all|sqrt|greedy|lp-round.")
+              help="cpsat, milp, dp, or heuristic:store_all|sqrt|greedy|memory_aware|lp-round.")
 @click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds.")
 @click.option("--workers", type=int, default=2, show_default=True, help="Solver threads.")
 @click.option("--budget", help="For a graph file: the P1 budget (0.8 = fraction of the store-all peak, or bytes).")
@@ -498,12 +498,16 @@ def _instance_from(path: str, budget: str | None):
 @click.option("--max-computes", type=int, default=None, help="At most this many computations per node.")
 @click.option("--free-order", is_flag=True, help="Let first computations come in any topological order.")
 @click.option("--encoding", default=None, help="cpsat encoding (see formulations/p1_cpsat.md).")
+@click.option("--colocate", type=click.Choice(["none", "layer"]), default=None,
+              help="P3: 'layer' puts a layer's forward, dX and dW on one core (default: none).")
+@click.option("--max-transfers", type=int, default=None, help="P3: transfers of a tensor into one memory (default 1).")
+@click.option("--no-pin", is_flag=True, help="P3: never pin weights in SRAM.")
 @click.option("--hint", "hint_path", type=click.Path(dir_okay=False), help="Warm start from a schedule file.")
 @click.option("--export", "export_path", type=click.Path(dir_okay=False), help="milp: write the model (.mps/.lp).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the schedule JSON here.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
 def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_computes, free_order, encoding,
-              hint_path, export_path, out, json_out):
+              colocate, max_transfers, no_pin, hint_path, export_path, out, json_out):
     """Solve an instance (or a graph, as P1) and verify the schedule with the evaluator."""
     import json
 
@@ -514,9 +518,12 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
 
     inst = _instance_from(path, budget)
     options = {k: v for k, v in (("milp_solver", milp_solver), ("max_computes", max_computes),
-                                 ("encoding", encoding), ("export", export_path)) if v is not None}
+                                 ("encoding", encoding), ("export", export_path), ("colocate", colocate),
+                                 ("max_transfers", max_transfers)) if v is not None}
     if free_order:
         options["fixed_order"] = False
+    if no_pin:
+        options["allow_pin"] = False
     hint = load_schedule(hint_path) if hint_path else None
     with working(f"solving with {backend}"):
         result = solve(inst, backend, time_limit=time_limit, workers=workers, hint=hint, **options)
@@ -533,6 +540,16 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
     table.add_row("evaluator", verdict)
     if result.objective is not None and reference:
         table.add_row("overhead vs store-all", f"{100 * (result.objective / reference - 1):+.2f} %")
+    if result.metrics is not None and len(inst.cores) > 1:
+        m = result.metrics
+        table.add_row("latency", f"{m.latency_cycles:,} cycles")
+        table.add_row("energy", f"{m.energy.total_pj:,} pJ")
+        for core in inst.cores:
+            runs = sum(1 for r in result.schedule.ops if r.core == core.id)
+            table.add_row(f"{core.id}", f"{runs} runs, peak {human_bytes(m.peak_bytes[core.memory])} "
+                                        f"of {human_bytes(inst.memory(core.memory).capacity_bytes)}")
+        table.add_row("recomputations / transfers / pins",
+                      f"{m.recomputations} / {m.transfers} / {len(result.schedule.pinned)}")
     console.print(table)
     if result.message:
         console.print(result.message, markup=False, highlight=False)
@@ -557,6 +574,48 @@ def min_budget_cmd(path, time_limit, workers):
     peak = inst.meta.get("store_all_peak_bytes")
     share = f" ({budget_bytes / peak:.3f} of the store-all peak)" if peak else ""
     console.print(f"minimum budget: {budget_bytes:,} bytes{share}, {'proven' if proven else 'not proven (time limit)'}")
+
+
+@cli.command("pareto")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--points", type=int, default=8, show_default=True, help="Solves in the ε-constraint sweep.")
+@click.option("--backend", default="cpsat", show_default=True)
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds per point.")
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--out", "-o", type=click.Path(dir_okay=False), default="pareto.json", show_default=True,
+              help="The front (JSON); schedules go to <out stem>_schedules/.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the front (.png/.pdf/.svg).")
+def pareto_cmd(path, points, backend, time_limit, workers, out, plot_path):
+    """Latency/energy Pareto front by ε-constraint: verified schedules, each with its energy bound."""
+    import json
+
+    from rich.progress import Progress
+
+    from monet_ilp.pareto import pareto_front
+
+    inst = _instance_from(path, None)
+    target = Path(out)
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("sweeping", total=points)
+        front = pareto_front(inst, points=points, backend=backend, time_limit=time_limit, workers=workers,
+                             schedule_dir=target.with_name(target.stem + "_schedules"),
+                             progress=lambda done, total, msg: bar.update(task, completed=done, description=msg))
+    target.write_text(json.dumps(front, indent=1) + "\n")
+    table = Table(title=f"Pareto front of {inst.name} ({backend}, {time_limit:g} s per point)")
+    for col in ("latency (cycles)", "energy (pJ)", "energy bound (pJ)", "certified gap", "status"):
+        table.add_column(col, justify="right")
+    for p in front["points"]:
+        bound = p["energy_bound_pj"]
+        gap = "-" if bound is None or not p["energy_pj"] else f"{100 * (p['energy_pj'] - bound) / p['energy_pj']:.2f} %"
+        table.add_row(f"{p['latency_cycles']:,}", f"{p['energy_pj']:,}", "-" if bound is None else f"{bound:,.0f}",
+                      gap, p["status"])
+    console.print(table)
+    err_console.print(f"wrote {target}")
+    if plot_path:
+        from monet_ilp.plot import pareto
+
+        pareto(front, plot_path)
+        err_console.print(f"wrote {plot_path}")
 
 
 # ---------------------------------------------------------------------- demo

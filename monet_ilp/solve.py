@@ -172,7 +172,7 @@ def _heuristic_loader(name: str) -> Callable[[], Backend]:
     return load
 
 
-for _name in ("store_all", "sqrt", "greedy"):
+for _name in ("store_all", "sqrt", "greedy", "memory_aware"):
     register_backend(f"heuristic:{_name}", _heuristic_loader(_name))
 
 

@@ -24,6 +24,7 @@ from monet_ilp.heuristics.liveness import (
     require_sequence_form,
     sequence_form_applies,
 )
+from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.heuristics.store_all import store_all, store_all_schedule, store_all_sequence
 from monet_ilp.instance import Instance
 from monet_ilp.schedule import Schedule, Sequence
@@ -35,9 +36,11 @@ HEURISTICS: dict[str, Callable[[Instance], Sequence | Schedule]] = {
     "store_all": store_all,
     "sqrt": chen_sqrt_sequence,
     "greedy": chen_greedy_sequence,
+    "memory_aware": memory_aware_schedule,
 }
 
 __all__ = [
+    "memory_aware_schedule",
     "HEURISTICS",
     "SequenceCost",
     "chen_greedy_sequence",

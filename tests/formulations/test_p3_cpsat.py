@@ -121,3 +121,27 @@ def test_heterogeneous_cores_and_a_given_hint():
 def test_unknown_option_is_a_clear_error():
     with pytest.raises(MonetError, match="unknown option"):
         solve_p3_cpsat(small(), passes=2)
+
+
+def test_memory_aware_list_schedule_keeps_to_the_sram():
+    from monet_ilp.heuristics.memory_aware import memory_aware_schedule
+
+    inst = small(depth=2)
+    base = evaluate(inst, store_all_schedule(inst))
+    peak = max(base.peak_bytes[c.memory] for c in inst.cores)
+    need = p3_data(inst).min_sram_bytes()
+    budget = need + (peak - need) // 4
+    tight = small(depth=2, sram_budget=budget)
+    for allocate in ("layer", "op"):
+        sched = memory_aware_schedule(tight, allocate=allocate)
+        metrics = evaluate(tight, sched)
+        assert metrics.feasible, metrics.violations
+        assert metrics.transfers > 0
+    with pytest.raises(MonetError, match="needs"):
+        memory_aware_schedule(small(depth=2, sram_budget=need - 1))
+
+
+def test_the_hint_is_returned_when_the_solver_finds_nothing_better():
+    inst = small(depth=2, hw=preset("hetero_quad"))
+    result = verified(solve(inst, "cpsat", time_limit=0.05, workers=1))
+    assert result.bound is None or result.bound <= result.objective

@@ -713,7 +713,8 @@ def solve_p3_cpsat(
     start = hint
     if start is None and use_baseline_hint:
         start = _baseline(instance)
-        stats["hint"] = "store_all" if start is not None else "none"
+        if start is not None:
+            stats["hint"] = f"{start.meta.get('heuristic', 'baseline')} ({start.meta.get('allocate', 'given')})"
     elif start is not None:
         stats["hint"] = "given"
     if isinstance(start, Sequence):
@@ -745,6 +746,12 @@ def solve_p3_cpsat(
         return BackendResult(Status.ERROR, stats=stats, message=f"model bug: {built.model.validate()}")
     bound = _bound(data, solver.best_objective_bound)
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        fallback = _verified_hint(instance, start)
+        if fallback is not None:  # the best schedule known is the hint: return it, with the bound
+            stats["solution"] = "hint"
+            return BackendResult(Status.FEASIBLE, start, fallback, bound, stats=stats,
+                                 message=f"CP-SAT found no schedule of its own in the time limit "
+                                         f"({solver.status_name(code)}); returning the hint ({stats['hint']})")
         return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
                              message=f"no schedule found ({solver.status_name(code)})")
     schedule, value = built.schedule(solver, {"backend": "cpsat", "model": "p3_cpsat"})
@@ -757,6 +764,16 @@ def solve_p3_cpsat(
                          f"time limit ({limits})", stats)
 
 
+def _verified_hint(instance: Instance, hint: Schedule | None) -> int | float | None:
+    """The objective of the hint if the evaluator accepts it, else ``None``."""
+    if hint is None:
+        return None
+    from monet_ilp.evaluate import evaluate
+
+    metrics = evaluate(instance, hint)
+    return metrics.objective_value if metrics.feasible else None
+
+
 def _bound(data: P3Data, bound: float) -> int | float | None:
     """CP-SAT's bound in the objective's units (the weighted objective is rescaled)."""
     if not math.isfinite(bound):
@@ -767,18 +784,24 @@ def _bound(data: P3Data, bound: float) -> int | float | None:
 
 
 def _baseline(instance: Instance) -> Schedule | None:
-    """The better (by latency) of the two store-all list schedules, as a hint."""
+    """The best list schedule as a hint: feasible first, then by the instance's objective.
+
+    Candidates: store-all and the memory-aware scheduler (Belady eviction to DRAM),
+    each with layer and op allocation.
+    """
     from monet_ilp.evaluate import evaluate
+    from monet_ilp.heuristics.memory_aware import memory_aware_schedule
     from monet_ilp.heuristics.store_all import store_all_schedule
 
     best, best_key = None, None
-    for allocate in ("layer", "op"):
-        try:
-            sched = store_all_schedule(instance, allocate=allocate)
-        except MonetError:
-            continue
-        metrics = evaluate(instance, sched)
-        key = (not metrics.feasible, metrics.latency_cycles)
-        if best_key is None or key < best_key:
-            best, best_key = sched, key
+    for build in (store_all_schedule, memory_aware_schedule):
+        for allocate in ("layer", "op"):
+            try:
+                sched = build(instance, allocate=allocate)
+            except MonetError:
+                continue
+            metrics = evaluate(instance, sched)
+            key = (not metrics.feasible, metrics.objective_value)
+            if best_key is None or key < best_key:
+                best, best_key = sched, key
     return best

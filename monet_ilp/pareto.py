@@ -1,0 +1,141 @@
+"""Latency/energy Pareto fronts by the ε-constraint method, every point verified.
+
+``pareto_front(instance, points=8)`` solves the latency optimum, the energy optimum,
+then the energy optimum under ``points - 2`` runtime limits spread evenly between the
+two latencies (``runtime_limit_cycles``, constraint C13 of ``formulations/p3_cpsat.md``
+and C14 of ``p2_cpsat.md``).  Each point carries the solver's bound: for a capped
+energy solve, a certified lower bound on the energy of any schedule (of the model's
+class) whose latency is at most the cap.  The result is the front file of
+:mod:`monet_ilp.plot` (its docstring gives the format).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+from monet_ilp.errors import MonetError
+from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.schedule import save_schedule
+from monet_ilp.solve import Result, Status, solve
+
+__all__ = ["pareto_front", "dominated_by"]
+
+
+def dominated_by(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """Whether point ``a`` is dominated by point ``b`` (no worse in both, better in one)."""
+    la, ea, lb, eb = a["latency_cycles"], a["energy_pj"], b["latency_cycles"], b["energy_pj"]
+    return lb <= la and eb <= ea and (lb < la or eb < ea)
+
+
+def pareto_front(
+    instance: Instance,
+    *,
+    points: int = 8,
+    backend: str = "cpsat",
+    time_limit: float | None = 60.0,
+    workers: int | None = None,
+    schedule_dir: str | Path | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """The non-dominated verified (latency, energy) schedules of ``instance``, with bounds.
+
+    Parameters
+    ----------
+    instance
+        A P2 or P3 instance (any objective: the sweep sets its own).
+    points
+        Solves in the sweep (at least 2: the two extreme optima).
+    backend, time_limit, workers, options
+        Passed to :func:`monet_ilp.solve` for every point (``time_limit`` per point).
+    schedule_dir
+        Where to save each point's schedule (``point_<k>.json``); not saved if ``None``.
+    progress
+        Called as ``progress(done, total, message)`` after each solve.
+
+    Returns
+    -------
+    dict
+        The front file: ``instance``, ``objective_x``, ``objective_y``, ``points``
+        (non-dominated, by latency) and ``sweep`` (every solve, dominated or not).
+    """
+    if instance.problem is Problem.P1:
+        raise MonetError("a P1 instance has no energy/latency trade-off to sweep", field="problem",
+                         fix="build a P2 or P3 instance (instance make --problem P3)")
+    if points < 2:
+        raise MonetError(f"--points {points}", field="points", fix="ask for at least 2 points")
+    total = points
+    sweep: list[dict[str, Any]] = []
+    where = Path(schedule_dir) if schedule_dir is not None else None
+    if where is not None:
+        where.mkdir(parents=True, exist_ok=True)
+
+    def run(label: str, objective: Objective, limit: int | None) -> Result:
+        inst = dataclasses.replace(instance, objective=objective, runtime_limit_cycles=limit)
+        result = solve(inst, backend, time_limit=time_limit, workers=workers, **options)
+        entry: dict[str, Any] = {
+            "label": label, "objective": str(objective), "runtime_limit_cycles": limit,
+            "status": str(result.status), "seconds": round(result.wall_time_s, 3),
+            "latency_cycles": None, "energy_pj": None,
+            "latency_bound_cycles": None, "energy_bound_pj": None, "schedule": None,
+            "message": result.message,
+        }
+        if result.metrics is not None and result.metrics.feasible and result.status in (
+                Status.OPTIMAL, Status.FEASIBLE):
+            entry["latency_cycles"] = result.metrics.latency_cycles
+            entry["energy_pj"] = result.metrics.energy.total_pj
+            if where is not None:
+                path = where / f"point_{len(sweep)}.json"
+                save_schedule(result.schedule, path)
+                entry["schedule"] = str(path)
+        if result.bound is not None:
+            key = "latency_bound_cycles" if objective is Objective.LATENCY else "energy_bound_pj"
+            entry[key] = result.bound
+        sweep.append(entry)
+        if progress is not None:
+            progress(len(sweep), total, f"{label}: {result.status}")
+        return result
+
+    fast = run("latency optimum", Objective.LATENCY, instance.runtime_limit_cycles)
+    frugal = run("energy optimum", Objective.ENERGY, instance.runtime_limit_cycles)
+    if fast.metrics is None or frugal.metrics is None:
+        raise MonetError(f"the sweep found no schedule for an extreme point ({fast.status}, "
+                         f"{frugal.status})", field="instance",
+                         fix="raise --time-limit, or relax the memory budget")
+    low, high = fast.metrics.latency_cycles, frugal.metrics.latency_cycles
+    caps = sorted({low + (high - low) * k // (points - 1) for k in range(points - 1)}) if high > low else []
+    for cap in caps:
+        run(f"energy, latency <= {cap}", Objective.ENERGY, cap)
+    done = [p for p in sweep if p["latency_cycles"] is not None]
+    front = []
+    for p in done:
+        if not any(dominated_by(p, q) for q in done) and not any(
+                (q["latency_cycles"], q["energy_pj"]) == (p["latency_cycles"], p["energy_pj"]) for q in front):
+            front.append(p)
+    # A point's energy bound holds for latencies up to its cap: a point found under a
+    # larger cap (or none) may only claim the bound of the smallest cap above its latency.
+    for p in front:
+        p["energy_bound_pj"] = _energy_bound_at(p["latency_cycles"], sweep)
+    front.sort(key=lambda p: (p["latency_cycles"], p["energy_pj"]))
+    return {"instance": instance.name, "objective_x": "latency", "objective_y": "energy",
+            "backend": backend, "time_limit_s": time_limit, "points": front, "sweep": sweep}
+
+
+def _energy_bound_at(latency: int, sweep: list[dict[str, Any]]) -> int | float | None:
+    """The best certified energy bound valid for schedules of at most ``latency`` cycles.
+
+    An energy solve capped at ``L`` bounds every schedule with latency ``<= L``; an
+    uncapped one bounds all.  A schedule of latency ``ℓ`` is covered by every cap
+    ``L >= ℓ``; the largest of their bounds is the best.
+    """
+    best = None
+    for s in sweep:
+        if s["objective"] != "energy" or s["energy_bound_pj"] is None:
+            continue
+        cap = s["runtime_limit_cycles"]
+        if cap is None or cap >= latency:
+            if best is None or s["energy_bound_pj"] > best:
+                best = s["energy_bound_pj"]
+    return best
