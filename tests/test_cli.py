@@ -175,3 +175,21 @@ def test_evaluate_rejects_bad_files(tmp_path):
     run("instance", "make", "--model", "mlp", "-p", "depth=1", "--out", str(inst))
     (tmp_path / "s.json").write_text('{"format": "monet-ilp/schedule", "version": 1, "kind": "timed", "ops": [[')
     assert_user_error(run("evaluate", str(inst), str(tmp_path / "s.json")), "s.json", "malformed JSON")
+
+
+def test_p3_solve_and_pareto_from_the_command_line(tmp_path):
+    inst = tmp_path / "p3.json"
+    made = run("instance", "make", "--model", "mlp", "-p", "depth=1", "-p", "width=32", "-p", "batch=4",
+               "-p", "in_features=32", "--hw", "edge_tpu", "--set", "n_pe_x=2", "--set", "n_pe_y=1",
+               "--problem", "P3", "--out", str(inst))
+    assert made.returncode == 0, made.stderr
+    solved = run("solve", str(inst), "--time-limit", "20", "--colocate", "layer", "--out", str(tmp_path / "s.json"))
+    assert solved.returncode == 0, solved.stderr
+    assert "optimal" in solved.stdout and "pe_0" in solved.stdout and "feasible" in solved.stdout
+    front = run("pareto", str(inst), "--points", "3", "--time-limit", "10", "--out", str(tmp_path / "front.json"),
+                "--plot", str(tmp_path / "front.png"))
+    assert front.returncode == 0, front.stderr
+    data = json.loads((tmp_path / "front.json").read_text())
+    assert data["points"] and (tmp_path / "front.png").stat().st_size > 1000
+    bad = run("pareto", str(inst), "--points", "1")
+    assert_user_error(bad, "points")

@@ -17,6 +17,7 @@ from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.instance import make_instance
+from monet_ilp.schedule import load_schedule
 from monet_ilp.solve import Status, solve
 
 TWO = dict(n_pe_x=2, n_pe_y=1)
@@ -145,3 +146,27 @@ def test_the_hint_is_returned_when_the_solver_finds_nothing_better():
     inst = small(depth=2, hw=preset("hetero_quad"))
     result = verified(solve(inst, "cpsat", time_limit=0.05, workers=1))
     assert result.bound is None or result.bound <= result.objective
+
+
+def test_pareto_front_is_non_dominated_and_bounded(tmp_path):
+    from monet_ilp.pareto import dominated_by, pareto_front
+
+    front = pareto_front(small(), points=4, time_limit=30, workers=2, schedule_dir=tmp_path / "s")
+    points = front["points"]
+    assert points and len(front["sweep"]) >= 2
+    for p in points:
+        assert not any(dominated_by(p, q) for q in points)
+        assert p["energy_bound_pj"] is None or p["energy_bound_pj"] <= p["energy_pj"]
+        metrics = evaluate(small(), load_schedule(p["schedule"]))
+        assert metrics.feasible and metrics.energy.total_pj == p["energy_pj"]
+    latencies = [p["latency_cycles"] for p in points]
+    energies = [p["energy_pj"] for p in points]
+    assert latencies == sorted(latencies) and energies == sorted(energies, reverse=True)
+
+
+def test_pareto_needs_an_energy_trade_off():
+    from monet_ilp.pareto import pareto_front
+
+    graph = zoo.mlp(depth=1, width=16, batch=2, in_features=16)
+    with pytest.raises(MonetError, match="P1"):
+        pareto_front(make_instance(graph, None, problem="P1", budget=1.0), points=3)
