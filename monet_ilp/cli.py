@@ -618,6 +618,97 @@ def pareto_cmd(path, points, backend, time_limit, workers, out, plot_path):
         err_console.print(f"wrote {plot_path}")
 
 
+@cli.command("bound")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--objective", type=click.Choice(["latency", "energy", "weighted", "compute"]), default=None,
+              help="Bound this objective instead of the instance's.")
+@click.option("--runtime-limit", type=int, default=None, help="Energy: bound schedules of at most this latency.")
+@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds for the solver bounds.")
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--no-solver", is_flag=True, help="Only the combinatorial bounds (instant).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the bounds as JSON here.")
+def bound_cmd(path, objective, runtime_limit, time_limit, workers, no_solver, json_out):
+    """The best certified lower bound on the objective, and where each bound comes from."""
+    import dataclasses
+    import json
+
+    from monet_ilp.bounds import lower_bounds
+    from monet_ilp.instance import Objective, with_weighted_references
+
+    inst = _instance_from(path, None)
+    if objective is not None:
+        inst = dataclasses.replace(inst, objective=Objective(objective))
+        if inst.objective is Objective.WEIGHTED and "latency_ref_cycles" not in inst.meta:
+            inst = with_weighted_references(inst)
+    if runtime_limit is not None:
+        inst = dataclasses.replace(inst, runtime_limit_cycles=runtime_limit)
+    with working("bounding"):
+        report = lower_bounds(inst, time_limit=time_limit, workers=workers, solver=not no_solver)
+    table = Table(title=f"lower bounds on {report['objective']} of {inst.name}"
+                        + (f" (latency <= {runtime_limit:,})" if runtime_limit else ""))
+    for col in ("bound", "family", "value", "holds for", "seconds", "detail"):
+        table.add_column(col, justify="right" if col in ("value", "seconds") else "left")
+    for b in report["bounds"]:
+        value = "-" if b["value"] is None else (f"{b['value']:,.6g}" if isinstance(b["value"], float)
+                                                else f"{b['value']:,}")
+        table.add_row(b["name"], b["family"], value, b["holds_for"], f"{b['seconds']:.2f}", b["detail"])
+    console.print(table)
+    best = report["best"]
+    console.print(f"best lower bound: {best if best is None else format(best, ',')} ({report['best_source']})"
+                  + ("" if report["incumbent"] is None else f"; best schedule found: {report['incumbent']:,}"),
+                  highlight=False)
+    if json_out:
+        Path(json_out).write_text(json.dumps(report, indent=1, default=str) + "\n")
+
+
+@cli.command("grade")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--instance", "instance_path", required=True, type=click.Path(dir_okay=False))
+@click.option("--time-limit", type=float, default=30.0, show_default=True, help="Seconds per bound solve.")
+@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the grades as JSON here.")
+def grade_cmd(path, instance_path, time_limit, workers, json_out):
+    """Grade a GA result, outside decisions or a schedule against certified lower bounds."""
+    import json
+
+    from rich.progress import Progress
+
+    from monet_ilp.grade import grade, load_points
+
+    inst = _instance_from(instance_path, None)
+    points = load_points(path, inst)
+    with Progress(console=err_console, transient=True) as bar:
+        task = bar.add_task("grading", total=len(points) + 1)
+        report = grade(inst, points, time_limit=time_limit, workers=workers,
+                       progress=lambda done, total, msg: bar.update(task, completed=done, description=msg))
+    table = Table(title=f"grades on {inst.name} (certified bounds, {time_limit:g} s per solve)")
+
+    def num(x):
+        return "-" if x is None else (f"{x:,.4g}" if isinstance(x, float) else f"{x:,}")
+
+    def pct(x):
+        return "-" if x is None else f"{100 * x:.2f} %"
+
+    if "latency_bound_source" in report:
+        for col in ("point", "verdict", "latency", "latency bound", "gap", "energy", "energy bound at <= latency",
+                    "gap ", "solver improves"):
+            table.add_column(col, justify="left" if col in ("point", "verdict") else "right")
+        for r in report["points"]:
+            table.add_row(r["label"], "feasible" if r["feasible"] else "INFEASIBLE", num(r["latency_cycles"]),
+                          num(r["latency_bound_cycles"]), pct(r["latency_gap"]), num(r["energy_pj"]),
+                          num(r.get("energy_bound_pj")), pct(r.get("energy_gap")),
+                          "-" if r.get("solver_improves") is None else ("yes" if r["solver_improves"] else "no"))
+    else:
+        for col in ("point", "verdict", report["objective"], "bound", "gap"):
+            table.add_column(col, justify="left" if col in ("point", "verdict") else "right")
+        for r in report["points"]:
+            table.add_row(r["label"], "feasible" if r["feasible"] else "INFEASIBLE", num(r["objective"]),
+                          num(r["bound"]), pct(r["gap"]))
+    console.print(table)
+    if json_out:
+        Path(json_out).write_text(json.dumps(report, indent=1, default=str) + "\n")
+
+
 # ---------------------------------------------------------------------- demo
 @cli.command()
 @click.option("--budget", type=float, default=0.7, show_default=True,

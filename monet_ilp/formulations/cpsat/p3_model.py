@@ -409,6 +409,32 @@ class P3CpModel:
                 m.add_bool_or([])  # the persistent tensors alone do not fit
             elif total > capacity:
                 m.add_cumulative(intervals, demands, capacity)
+        self._pin_knapsacks()
+
+    def _pin_knapsacks(self) -> None:
+        """C16 (redundant): pinned tensors and a run's inputs and outputs share the SRAM.
+
+        While the first run of ``v`` on ``c`` runs, ``M(c)`` holds every tensor pinned
+        there and ``v``'s inputs and outputs; a linear row per (op, core) shows the LP
+        relaxation the capacity that the cumulative hides from it.
+        """
+        m, data = self.model, self.data
+        pinned_in: dict[str, list[tuple[int, Any]]] = {}
+        for (p, mem), lit in self.pins.items():
+            pinned_in.setdefault(mem, []).append((data.persistent[p].bytes, lit))
+        for mem, terms in pinned_in.items():
+            pinned = sum(b * lit for b, lit in terms)
+            if sum(b for b, _ in terms) > data.capacity[mem]:
+                m.add(pinned <= data.capacity[mem])
+            for op in data.ops:
+                need = sum(data.items[i].bytes for i in op.reads) + sum(data.items[i].bytes for i in op.writes)
+                for c, on in self.runs[op.index][0].on_core.items():
+                    if data.memory_of[c] != mem or need + sum(b for b, _ in terms) <= data.capacity[mem]:
+                        continue
+                    if _is_true(on):
+                        m.add(pinned + need <= data.capacity[mem])
+                    else:
+                        m.add(pinned + need * on <= data.capacity[mem])
 
     def _makespan_constraints(self) -> None:
         """C12 the makespan covers every run and transfer (with redundant load bounds); C13 the runtime limit."""
