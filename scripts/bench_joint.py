@@ -113,7 +113,7 @@ def main() -> None:
             json.dump(rows, f, indent=1)
 
     if "targets" in args.parts:
-        models = {"mlp_depth8": zoo.mlp(depth=8), "gpt2_tiny_2blocks": zoo.build("gpt2_tiny", n_layer=2)}
+        models = {"mlp_depth8": zoo.mlp(depth=8), "gpt2_tiny_2blocks_b1": zoo.build("gpt2_tiny", n_layer=2, batch=1)}
         for label, graph in models.items():
             for hw in ("edge_tpu_2x1", "hetero_quad"):
                 for objective in ("latency", "energy"):

@@ -771,6 +771,9 @@ def solve_p3_cpsat(
     if code == cp_model.MODEL_INVALID:
         return BackendResult(Status.ERROR, stats=stats, message=f"model bug: {built.model.validate()}")
     bound = _bound(data, solver.best_objective_bound)
+    floor = _combinatorial_bound(instance)
+    if floor is not None and (bound is None or floor > bound):  # B1-B5 of bounds.md hold for every schedule
+        bound, stats["bound_source"] = floor, "combinatorial"
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         fallback = _verified_hint(instance, start)
         if fallback is not None:  # the best schedule known is the hint: return it, with the bound
@@ -788,6 +791,17 @@ def solve_p3_cpsat(
                              f"optimal ({limits})", stats)
     return BackendResult(Status.FEASIBLE, schedule, value["objective"], bound,
                          f"time limit ({limits})", stats)
+
+
+def _combinatorial_bound(instance: Instance) -> int | float | None:
+    """The best closed-form lower bound on the instance's objective (``formulations/bounds.md``)."""
+    from monet_ilp.bounds import combinatorial_bounds
+
+    try:
+        values = [b.value for b in combinatorial_bounds(instance) if b.value is not None]
+    except MonetError:  # a runtime limit below the latency bound: the solver proves it too
+        return None
+    return max(values, default=None)
 
 
 def _verified_hint(instance: Instance, hint: Schedule | None) -> int | float | None:
