@@ -524,7 +524,7 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
         options["fixed_order"] = False
     if no_pin:
         options["allow_pin"] = False
-    hint = load_schedule(hint_path) if hint_path else None
+    hint = load_hint(hint_path, inst) if hint_path else None
     with working(f"solving with {backend}"):
         result = solve(inst, backend, time_limit=time_limit, workers=workers, hint=hint, **options)
     reference = evaluate(inst, store_all(inst)).objective_value
@@ -723,6 +723,10 @@ def demo(budget):
 from monet_ilp.plot_commands import plot  # noqa: E402  (the group lives in its own module)
 
 cli.add_command(plot)
+
+from monet_ilp.ga_commands import ga, load_hint  # noqa: E402  (load_hint: solve --hint)
+
+cli.add_command(ga)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from monet_ilp.bounds import combinatorial_bounds
-from monet_ilp.errors import InputFormatError, MonetError
+from monet_ilp.errors import InputFormatError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.schedule import Schedule, Sequence, schedule_from_dict
@@ -57,12 +57,11 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
 
 
 def _decode(decisions: dict, instance: Instance, source: str) -> Schedule:
-    try:
-        from monet_ilp.heuristics.decisions import Decisions, decode
-    except ImportError as exc:  # pragma: no cover - the decoder ships with the GA
-        raise MonetError("this build has no decisions decoder", field="format",
-                         fix="grade a schedule file instead") from exc
-    return decode(instance, Decisions.from_dict(decisions, source=source))
+    from monet_ilp.heuristics.decisions import decisions_from_dict, decode
+
+    data = dict(decisions)
+    data.setdefault("format", "monet-ilp/decisions")
+    return decode(instance, decisions_from_dict(data, source=source, instance=instance))
 
 
 def _class_limits(schedules: list[Schedule]) -> tuple[int, int]:

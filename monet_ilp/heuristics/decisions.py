@@ -1,0 +1,734 @@
+"""MONET-style decisions (keep / offload / recompute, a core per layer) and their decoder.
+
+A heuristic backend between the GA (or an outside tool) and the evaluator:
+:func:`decode` list-schedules an :class:`~monet_ilp.instance.Instance` under a
+:class:`Decisions` into a timed :class:`~monet_ilp.schedule.Schedule`, keeping every
+SRAM within its capacity (Belady eviction to the shared memory is the repair), and
+:func:`decisions_from_schedule` reads the decisions back out of any schedule.
+
+The decoder, in the instance's op order (one pass):
+
+* each op runs once on its layer's core (``Decisions.cores``); an op with an empty
+  layer, or one its layer's core cannot run, takes the first core that can;
+* data crosses cores through the shared memory (``instance.input_home``, DRAM): an
+  output that a later op on another core reads from there is written there right
+  after it is produced;
+* the saved activations (``TrainingGraph.saved_tensors``) follow their policy:
+
+  - ``keep``: the copy stays in the producer core's SRAM until its last reader there;
+  - ``offload``: written to DRAM right after it is produced, its SRAM copy freed after
+    its last forward-phase reader on that core, fetched back before a later reader;
+  - ``recompute``: freed after its last forward-phase reader; a backward reader that
+    lacks it reruns its producer on its own core (a recomputation), with the
+    producer's inputs fetched from DRAM or, when no copy is left, recomputed in turn.
+
+  The forward phase is every op that is not a backward or optimizer op.  Graph
+  inputs (no producer) cannot be recomputed; they start in DRAM.
+* when an op's inputs and outputs do not fit next to what its SRAM holds, the
+  resident tensors it does not read are evicted, the one read again farthest in the
+  future first (Belady's rule); one still needed and without a DRAM copy is written
+  to DRAM first (not a ``recompute`` one: it is recomputed when needed).
+
+Each SRAM's events (copies made, copies freed) are laid out in time order, so the
+capacity holds at every instant whenever each op fits with its inputs and outputs.
+When one does not, the schedule holds more than the capacity (the evaluator reports
+it) and ``meta["repairs"]["over_capacity"]`` says where.  Links carry one transfer
+at a time (a transfer takes the earliest gap on the link that delivers first);
+weights stay in ``persistent_home`` (no pinning).  The shared memory is taken to be
+large enough: its copies stay until the end and its capacity is not managed.
+"""
+
+from __future__ import annotations
+
+import json
+import weakref
+from bisect import bisect_right
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from monet_ilp.errors import InputFormatError, MonetError
+from monet_ilp.graph.ir import OpKind, read_json
+from monet_ilp.instance import Instance
+from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
+
+__all__ = [
+    "FORMAT_NAME",
+    "POLICIES",
+    "DecoderPlan",
+    "Decisions",
+    "decisions_from_dict",
+    "decisions_from_schedule",
+    "decode",
+    "decode_genes",
+    "default_decisions",
+    "list_schedule",
+    "load_decisions",
+    "plan_of",
+    "save_decisions",
+]
+
+FORMAT_NAME = "monet-ilp/decisions"
+FORMAT_VERSION = 1
+#: The policies of a saved activation, in gene order (the GA's 0, 1, 2).
+POLICIES: tuple[str, ...] = ("keep", "offload", "recompute")
+_KEEP, _OFFLOAD, _RECOMPUTE = POLICIES
+_FIX = "follow the decisions format in the README (section 'Grading outside decisions')"
+
+
+# ===================================================================== decisions
+@dataclass(frozen=True)
+class Decisions:
+    """Keep / offload / recompute per saved activation, and a core per layer.
+
+    Parameters
+    ----------
+    tensors
+        Saved-activation id -> ``"keep"``, ``"offload"`` or ``"recompute"``.  A saved
+        activation left out is kept.
+    cores
+        Layer name -> core id.  A layer left out goes to the first core that can run
+        its first op.
+    meta
+        Free-form provenance (the tool that made the decisions, ...).
+    """
+
+    tensors: Mapping[str, str] = field(default_factory=dict)
+    cores: Mapping[str, str] = field(default_factory=dict)
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("tensors", "cores", "meta"):
+            object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "tensors": dict(self.tensors),
+                "cores": dict(self.cores), "meta": dict(self.meta)}
+
+    def validate(self, instance: Instance, *, source: str | None = None) -> "Decisions":
+        """Check every name against ``instance``; return ``self``.
+
+        Raises
+        ------
+        MonetError
+            An unknown or unsaved tensor, an unknown policy, ``recompute`` of a graph
+            input, an unknown layer or core, or a core that runs none of the layer's ops.
+        """
+        plan = plan_of(instance)
+        for t, policy in self.tensors.items():
+            where = f"tensors.{t}"
+            if policy not in POLICIES:
+                raise MonetError(f"unknown policy {policy!r} for tensor {t!r}", file=source,
+                                 field=where, fix=f"use one of: {', '.join(POLICIES)}")
+            if t not in plan.saved_index:
+                known = t in plan.size
+                raise MonetError(
+                    f"tensor {t!r} is {'not a saved activation' if known else 'not in the graph'} of "
+                    f"instance {instance.name!r}", file=source, field=where,
+                    fix="name only saved activations (non-persistent tensors a backward op reads): "
+                        + _some(plan.saved))
+            if policy == _RECOMPUTE and t not in plan.recomputable:
+                raise MonetError(f"tensor {t!r} has no forward producer to rerun (a graph input)",
+                                 file=source, field=where, fix='use "keep" or "offload"')
+        for layer, core in self.cores.items():
+            where = f"cores.{layer}"
+            if layer not in plan.layer_index:
+                raise MonetError(f"unknown layer {layer!r} in instance {instance.name!r}", file=source,
+                                 field=where, fix=f"name layers of the graph: {_some(plan.layers)}")
+            if not instance.has_core(core):
+                raise MonetError(f"unknown core {core!r} for layer {layer!r}", file=source, field=where,
+                                 fix=f"use one of: {', '.join(c.id for c in instance.cores)}")
+            if not any(core in plan.costs[k] for k in plan.ops_of_layer[layer]):
+                raise MonetError(f"core {core!r} runs none of the ops of layer {layer!r}", file=source,
+                                 field=where, fix=f"use one of: {', '.join(plan.layer_cores[layer])}")
+        return self
+
+
+def _some(names, n: int = 6) -> str:
+    names = list(names)
+    return ", ".join(names[:n]) + (", ..." if len(names) > n else "") if names else "none"
+
+
+def default_decisions(instance: Instance) -> Decisions:
+    """Everything kept; each layer on the core the store-all list scheduler gives it."""
+    from monet_ilp.heuristics.store_all import store_all_schedule
+
+    cores = dict(store_all_schedule(instance, allocate="layer").meta["core_of_layer"])
+    return Decisions({t: _KEEP for t in plan_of(instance).saved}, cores, {"source": "default"})
+
+
+def decisions_from_dict(data: Mapping[str, Any], *, source: str | None = None,
+                        instance: Instance | None = None) -> Decisions:
+    """Rebuild :class:`Decisions` (``"format": "monet-ilp/decisions"``).
+
+    With ``instance``, the names are also checked against it (:meth:`Decisions.validate`).
+    """
+    if not isinstance(data, Mapping) or data.get("format") != FORMAT_NAME:
+        raise InputFormatError(f'not monet-ilp decisions (expected "format": "{FORMAT_NAME}")',
+                               file=source, field="format", fix=_FIX)
+    if data.get("version", FORMAT_VERSION) != FORMAT_VERSION:
+        raise InputFormatError(f"unsupported decisions version {data.get('version')!r}", file=source,
+                               field="version", fix=f"write version {FORMAT_VERSION}")
+    tables = {}
+    for key in ("tensors", "cores"):
+        table = data.get(key, {})
+        if not isinstance(table, Mapping) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in table.items()):
+            raise InputFormatError(f'"{key}" must map names to strings', file=source, field=key,
+                                   fix=_FIX)
+        tables[key] = table
+    meta = data.get("meta", {})
+    decisions = Decisions(tables["tensors"], tables["cores"], meta if isinstance(meta, Mapping) else {})
+    return decisions.validate(instance, source=source) if instance is not None else decisions
+
+
+def load_decisions(path: str | Path, instance: Instance | None = None) -> Decisions:
+    return decisions_from_dict(read_json(path), source=str(path), instance=instance)
+
+
+def save_decisions(decisions: Decisions, path: str | Path) -> None:
+    Path(path).write_text(json.dumps(decisions.to_dict(), indent=1) + "\n")
+
+
+def decisions_from_schedule(instance: Instance, schedule: Schedule) -> Decisions:
+    """The decisions a schedule embodies (to seed a GA with a solver's schedule).
+
+    The core of a layer is that of the first run of its forward op (its first op when
+    it has none).  A saved activation is ``recompute`` if its producer runs twice,
+    ``offload`` if some SRAM gets a copy of it back from a non-SRAM memory after
+    having held it before, and ``keep`` otherwise.
+    """
+    plan = plan_of(instance)
+    first_run: dict[str, OpRun] = {}
+    runs_of: dict[str, int] = {}
+    for run in sorted(schedule.ops, key=attrgetter("start", "end")):
+        first_run.setdefault(run.op, run)
+        runs_of[run.op] = runs_of.get(run.op, 0) + 1
+    cores = {}
+    for layer in plan.layers:
+        run = first_run.get(plan.lead_op[layer])
+        if run is not None and instance.has_core(run.core):
+            cores[layer] = run.core
+    sram = {m.id for m in instance.memories if m.kind == "sram"}
+    memory_of = {c.id: c.memory for c in instance.cores}
+    held: dict[str, list[tuple[int, str, str]]] = {}  # tensor -> (time, memory, how)
+    for run in schedule.ops:
+        if run.core in memory_of:
+            for t in plan.graph_outputs.get(run.op, ()):
+                held.setdefault(t, []).append((run.start, memory_of[run.core], "run"))
+    for tr in schedule.transfers:
+        how = "from_sram" if tr.src in sram else "from_shared"
+        held.setdefault(tr.tensor, []).append((tr.start, tr.dst, how))
+    tensors = {}
+    for t in plan.saved:
+        producer = plan.producer_op.get(t)
+        if producer is not None and runs_of.get(producer, 0) > 1:
+            tensors[t] = _RECOMPUTE
+            continue
+        seen: set[str] = set()
+        policy = _KEEP
+        for _, memory, how in sorted(held.get(t, ())):
+            if memory in sram and how == "from_shared" and memory in seen:
+                policy = _OFFLOAD
+            seen.add(memory)
+        tensors[t] = policy
+    return Decisions(tensors, cores, {"source": "schedule", "heuristic": schedule.meta.get("heuristic")
+                                      or schedule.meta.get("backend")})
+
+
+# ================================================================= per instance
+class DecoderPlan:
+    """Everything the decoder needs of an instance, computed once (:func:`plan_of` caches it).
+
+    Public attributes the GA reads: ``saved`` (saved activations, in graph order),
+    ``recomputable`` (those with a forward producer to rerun), ``layers`` (in order of
+    first appearance) and ``layer_cores`` (layer -> the cores that run its first op).
+    """
+
+    def __init__(self, instance: Instance):
+        graph = instance.graph
+        self.instance_ref = weakref.ref(instance)
+        self.order = tuple(op.id for op in graph.ops)
+        self.size = {t.id: t.bytes for t in graph.tensors}
+        persistent = {t.id for t in graph.tensors if t.persistent}
+        self.graph_inputs = tuple(t.id for t in graph.tensors
+                                  if not t.persistent and t.producer is None)
+        self.unread_inputs = tuple(t.id for t in graph.tensors
+                                   if not t.persistent and t.producer is None and not t.consumers)
+        updaters: dict[str, int] = {}  # persistent tensor -> position of its first in-place update
+        for k, op in enumerate(graph.ops):
+            for t in op.updates:
+                updaters.setdefault(t, k)
+        hazard = set(updaters)
+        self.nin, self.nout, self.wait_made, self.hazard_reads, self.made = [], [], [], [], []
+        self.updates, self.backward, self.costs, self.layer_of, self.touched = [], [], [], [], []
+        self.producer_pos: dict[str, int] = {}
+        self.producer_op: dict[str, str] = {}
+        self.graph_outputs: dict[str, tuple[str, ...]] = {}
+        for k, op in enumerate(graph.ops):
+            inputs = tuple(dict.fromkeys(op.inputs))
+            self.nin.append(tuple(t for t in inputs if t not in persistent))
+            self.nout.append(tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent))
+            self.graph_outputs[op.id] = self.nout[-1]
+            # Weight gradients: no copy witnesses them, so wait for the run that makes them.
+            self.wait_made.append(tuple(t for t in inputs if t in persistent
+                                        and graph.tensor(t).producer not in (None, op.id)))
+            self.hazard_reads.append(tuple(t for t in inputs if t in hazard))
+            self.made.append(tuple(t for t in op.outputs if t in persistent))
+            self.updates.append(tuple(dict.fromkeys(op.updates)))
+            self.backward.append(op.kind in (OpKind.BACKWARD_DATA, OpKind.BACKWARD_WEIGHT,
+                                             OpKind.OPTIMIZER))
+            self.costs.append({c.id: instance.costs[op.id][c.id].cycles
+                               for c in instance.cores if c.id in instance.costs.get(op.id, {})})
+            self.layer_of.append(op.layer)
+            self.touched.append(tuple(dict.fromkeys(self.nin[-1] + self.nout[-1])))
+            for t in self.nout[-1]:
+                self.producer_pos[t] = k
+                self.producer_op[t] = op.id
+        # A tensor can be recomputed if a forward (or loss) op that makes nothing
+        # persistent produces it; the rerun must come before any update of its weights.
+        self.recomputable: set[str] = set()
+        self.rerun_deadline: dict[int, int] = {}
+        for k, op in enumerate(graph.ops):
+            if op.kind in (OpKind.FORWARD, OpKind.LOSS) and not self.made[k] and not op.updates:
+                self.recomputable.update(self.nout[k])
+                self.rerun_deadline[k] = min((updaters[t] for t in op.inputs if t in updaters),
+                                             default=len(self.order))
+        # Positions of the ops that read each non-persistent tensor, in order.
+        readers: dict[str, list[int]] = {}
+        for k, ins in enumerate(self.nin):
+            for t in ins:
+                readers.setdefault(t, []).append(k)
+        self.readers = {t: tuple(v) for t, v in readers.items()}
+        self.last_read = {t: v[-1] for t, v in readers.items()}
+        self.saved = tuple(t.id for t in graph.saved_tensors())
+        self.saved_index = {t: i for i, t in enumerate(self.saved)}
+        self.layers: list[str] = []
+        self.ops_of_layer: dict[str, list[int]] = {}
+        self.lead_op: dict[str, str] = {}
+        for k, op in enumerate(graph.ops):
+            if op.layer:
+                if op.layer not in self.ops_of_layer:
+                    self.layers.append(op.layer)
+                self.ops_of_layer.setdefault(op.layer, []).append(k)
+                if op.kind in (OpKind.FORWARD, OpKind.LOSS):
+                    self.lead_op.setdefault(op.layer, op.id)
+        for layer in self.layers:
+            self.lead_op.setdefault(layer, self.order[self.ops_of_layer[layer][0]])
+        self.layer_index = {layer: i for i, layer in enumerate(self.layers)}
+        # The cores a layer's gene ranges over: those that run its lead op.
+        self.layer_cores = {layer: tuple(self.costs[self.order.index(self.lead_op[layer])])
+                            for layer in self.layers}
+        self.core_ids = tuple(c.id for c in instance.cores)
+        self.memory_of = {c.id: c.memory for c in instance.cores}
+        self.capacity = {m.id: m.capacity_bytes for m in instance.memories}
+        self.shared = instance.input_home
+        self.shared_is_sram = instance.memory(self.shared).kind == "sram"
+        self.links = {l.id: l for l in instance.links}
+        self.routes: dict[tuple[str, str], tuple[str, ...]] = {}
+        for a in self.capacity:
+            for b in self.capacity:
+                if a != b:
+                    self.routes[(a, b)] = tuple(l.id for l in instance.links if l.connects(a, b))
+        self.cycles_cache: dict[tuple[str, int], int] = {}
+        self.first_core = [next(iter(row)) for row in self.costs]
+
+    def transfer_cycles(self, link: str, nbytes: int) -> int:
+        key = (link, nbytes)
+        cycles = self.cycles_cache.get(key)
+        if cycles is None:
+            cycles = self.cycles_cache[key] = self.links[link].transfer_cycles(nbytes)
+        return cycles
+
+    def core_of_ops(self, cores: Mapping[str, str]) -> list[str]:
+        """The core of every op (by position) under a layer -> core map."""
+        out = []
+        for layer, row, first in zip(self.layer_of, self.costs, self.first_core):
+            core = cores.get(layer) if layer else None
+            out.append(core if core in row else first)
+        return out
+
+
+_PLANS: dict[int, DecoderPlan] = {}
+
+
+def plan_of(instance: Instance) -> DecoderPlan:
+    """The decoder's tables for ``instance``, built once per instance object."""
+    # Keyed by identity, dropped with the instance (as the evaluator's index).
+    key = id(instance)
+    plan = _PLANS.get(key)
+    if plan is None or plan.instance_ref() is not instance:
+        plan = DecoderPlan(instance)
+        _PLANS[key] = plan
+        weakref.finalize(instance, _PLANS.pop, key, None)
+    return plan
+
+
+# ======================================================================= decode
+def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -> Schedule:
+    """List-schedule ``instance`` under ``decisions`` (see the module docstring).
+
+    Parameters
+    ----------
+    instance
+        A P3 instance: its graph inputs start in a shared (non-SRAM) memory.
+    decisions
+        The policies and the layer allocation; checked against the instance unless
+        ``validate`` is false.
+
+    Returns
+    -------
+    Schedule
+        ``meta`` holds ``heuristic`` (``"decisions"``), the claimed ``latency_cycles``,
+        ``recomputations``, and ``repairs``: ``evicted`` (``[tensor, memory, op]`` for
+        each Belady eviction), ``over_capacity`` (``[op, memory, bytes]`` where an op
+        did not fit even after evicting everything else) and ``offloaded_instead``
+        (recompute decisions turned into offloads because a weight update came first).
+
+    Raises
+    ------
+    MonetError
+        The instance keeps its graph inputs in an SRAM, a link is missing, or the
+        decisions name something the instance does not have.
+    """
+    if validate:
+        decisions.validate(instance)
+    plan = plan_of(instance)
+    policy = [POLICIES.index(decisions.tensors.get(t, _KEEP)) for t in plan.saved]
+    return _Decoder(instance, plan, plan.core_of_ops(decisions.cores), policy, strict=False,
+                    heuristic="decisions").run()
+
+
+def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], *,
+                 tidy: bool = True) -> Schedule:
+    """:func:`decode` from the GA's genes: a policy index (into :data:`POLICIES`) per saved
+    tensor, a core per layer (both in the instance's order); no validation.  ``tidy=False``
+    leaves the schedule's lists in the order they were made (faster; same evaluation)."""
+    plan = plan_of(instance)
+    return _Decoder(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core))), policy,
+                    strict=False, heuristic="decisions").run(tidy=tidy)
+
+
+def list_schedule(instance: Instance, core_of_op: list[str], *, heuristic: str) -> Schedule:
+    """Every saved tensor kept, ops on the given cores (by position), an error if an op does not fit."""
+    plan = plan_of(instance)
+    return _Decoder(instance, plan, core_of_op, [0] * len(plan.saved), strict=True,
+                    heuristic=heuristic).run()
+
+
+_INF = float("inf")
+
+
+class _Decoder:
+    """One decoding: the state of cores, memories and links while ops are placed in order.
+
+    Runs, transfers and frees are collected as tuples in their dataclasses' field
+    order and built into schedule objects once, at the end (the GA decodes thousands).
+    """
+
+    def __init__(self, instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int], *,
+                 strict: bool, heuristic: str):
+        if plan.shared_is_sram:
+            raise MonetError("the decoder moves data through a shared memory; this instance starts its "
+                             f"inputs in SRAM {plan.shared!r}", field="input_home",
+                             fix="use a P3 instance (inputs in DRAM)")
+        self.plan, self.core_of, self.strict, self.heuristic = plan, core_of, strict, heuristic
+        self.policy = {t: policy[i] for i, t in enumerate(plan.saved) if policy[i]}  # not keep
+        # Recompute decisions whose rerun would follow an update of its weights become offloads.
+        self.offloaded_instead: list[str] = []
+        for t, p in list(self.policy.items()):
+            if p == 2 and plan.last_read.get(t, 0) >= plan.rerun_deadline[plan.producer_pos[t]]:
+                self.policy[t] = 1
+                self.offloaded_instead.append(t)
+        # Outputs written to DRAM right after they are made: offloads, and tensors that
+        # a reader on another core fetches from there (not a recompute's backward readers).
+        backward = plan.backward
+        self.to_shared: set[str] = set()
+        for t, k in plan.producer_pos.items():
+            p = self.policy.get(t, 0)
+            if p == 1:
+                self.to_shared.add(t)
+                continue
+            home = core_of[k]
+            for q in plan.readers.get(t, ()):
+                if core_of[q] != home and (p != 2 or not backward[q]):
+                    self.to_shared.add(t)
+                    break
+        self.size = plan.size
+        self.cursor = {m: 0 for m in plan.memory_of.values()}
+        self.core_free = {c: 0 for c in plan.core_ids}
+        self.resident: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
+        self.used = {m: 0 for m in plan.memory_of.values()}
+        self.read_until: dict[tuple[str, str], int] = {}
+        self.in_shared: dict[str, int] = {t: 0 for t in plan.graph_inputs}
+        self.made_at: dict[str, int] = {}
+        self.read_end: dict[str, int] = {}
+        self.runs_of: dict[int, int] = {}
+        self.runs: list[tuple] = []
+        self.transfers: list[tuple] = []
+        self.frees: list[tuple] = [(0, t, plan.shared) for t in plan.unread_inputs]
+        self.busy_starts: dict[str, list[int]] = {l: [] for l in plan.links}
+        self.busy_ends: dict[str, list[int]] = {l: [] for l in plan.links}
+        self.evicted: list[list[str]] = []
+        self.over: list[list] = []
+
+    # ------------------------------------------------------------------ links
+    def _move(self, tensor: str, src: str, dst: str, ready: int) -> tuple[int, int]:
+        """Book the link from ``src`` to ``dst`` that delivers ``tensor`` first, from ``ready`` on."""
+        plan, nbytes = self.plan, self.size[tensor]
+        best = None
+        for link in plan.routes[(src, dst)]:
+            cycles = plan.transfer_cycles(link, nbytes)
+            starts, ends = self.busy_starts[link], self.busy_ends[link]
+            t = ready
+            i = bisect_right(ends, t)  # intervals are disjoint: ends are sorted too
+            n = len(starts)
+            while i < n and starts[i] < t + cycles:
+                if ends[i] > t:
+                    t = ends[i]
+                i += 1
+            if best is None or t + cycles < best[0]:
+                best = (t + cycles, t, link)
+        if best is None:
+            raise MonetError(f"no link joins {src!r} and {dst!r}", field="links",
+                             fix="add a link between every core's SRAM and the shared memory")
+        end, start, link = best
+        if end > start:
+            starts = self.busy_starts[link]
+            i = bisect_right(starts, start)
+            starts.insert(i, start)
+            self.busy_ends[link].insert(i, end)
+        self.transfers.append((start, end, tensor, src, dst, link))
+        return start, end
+
+    # ---------------------------------------------------------------- memories
+    def _next_read(self, tensor: str, core: str, after: int) -> int | None:
+        """The position of the next op after ``after`` that reads ``tensor`` on ``core``."""
+        core_of = self.core_of
+        for q in self.plan.readers.get(tensor, ()):
+            if q > after and core_of[q] == core:
+                return q
+        return None
+
+    def _forward_read_after(self, tensor: str, core: str, after: int) -> bool:
+        """Whether a forward-phase op after ``after`` reads ``tensor`` on ``core``."""
+        core_of, backward = self.core_of, self.plan.backward
+        for q in self.plan.readers.get(tensor, ()):
+            if q > after and core_of[q] == core and not backward[q]:
+                return True
+        return False
+
+    def _release(self, tensor: str, mem: str) -> None:
+        at = self.resident[mem].pop(tensor)
+        cursor = self.cursor[mem]
+        if cursor > at:
+            at = cursor
+        until = self.read_until.get((tensor, mem), 0)
+        if until > at:
+            at = until
+        self.frees.append((at, tensor, mem))
+        self.used[mem] -= self.size[tensor]
+        self.cursor[mem] = at
+
+    def _make_room(self, mem: str, need: int, protected: set[str], core: str, here: int,
+                   op: str) -> None:
+        """Evict (Belady) until ``need`` more bytes fit in ``mem``; never a protected tensor."""
+        capacity = self.plan.capacity[mem]
+        resident = self.resident[mem]
+        while self.used[mem] + need > capacity:
+            victim, key = None, None
+            for t in resident:
+                if t in protected:
+                    continue
+                nxt = self._next_read(t, core, here)
+                k = (_INF if nxt is None else nxt, t)
+                if key is None or k > key:
+                    victim, key = t, k
+            if victim is None:
+                self.over.append([op, mem, self.used[mem] + need])
+                return
+            if key[0] != _INF and victim not in self.in_shared and self.policy.get(victim) != 2:
+                ready = max(self.cursor[mem], resident[victim])
+                _, end = self._move(victim, mem, self.plan.shared, ready)
+                self.in_shared[victim] = end
+                self.read_until[(victim, mem)] = max(self.read_until.get((victim, mem), 0), end)
+            self.evicted.append([victim, mem, op])
+            self._release(victim, mem)
+
+    def _recomputes(self, t: str, backward: bool) -> bool:
+        """Whether a read of ``t`` that finds no copy in its SRAM reruns its producer."""
+        return t in self.plan.recomputable and (
+            t not in self.in_shared or (backward and self.policy.get(t) == 2))
+
+    def _materialize(self, t: str, core: str, here: int, protected: set[str], backward: bool) -> None:
+        """Make ``t`` resident in ``core``'s SRAM for a read at position ``here``."""
+        plan = self.plan
+        mem = plan.memory_of[core]
+        if t in self.resident[mem]:  # e.g. made by the rerun for an earlier input
+            protected.add(t)
+            return
+        if self._recomputes(t, backward):
+            self._recompute(t, core, here, protected)
+            protected.add(t)
+            return
+        shared_ready = self.in_shared.get(t)
+        if shared_ready is None:
+            raise MonetError(f"tensor {t!r} has no copy that {core!r} can fetch", field="schedule",
+                             fix="this is a bug in the decoder")
+        size = self.size[t]
+        if self.used[mem] + size > plan.capacity[mem]:
+            self._make_room(mem, size, protected, core, here, plan.order[here])
+        cursor = self.cursor[mem]
+        start, end = self._move(t, plan.shared, mem, cursor if cursor > shared_ready else shared_ready)
+        self.resident[mem][t] = end
+        self.used[mem] += size
+        if start > cursor:
+            self.cursor[mem] = start
+        protected.add(t)
+
+    def _recompute(self, t: str, core: str, here: int, protected: set[str]) -> None:
+        """Rerun the producer of ``t`` on ``core`` for a read at position ``here``."""
+        plan = self.plan
+        k = plan.producer_pos[t]
+        if here >= plan.rerun_deadline[k]:
+            raise MonetError(f"tensor {t!r} would be recomputed after its weights are updated",
+                             field=f"tensors.{t}", fix='use "offload" or "keep" for it')
+        if core not in plan.costs[k]:
+            raise MonetError(f"op {plan.order[k]!r} cannot be recomputed on {core!r}",
+                             field=f"tensors.{t}", fix='use "offload" or "keep" for it')
+        self._run(k, core, here, set(protected), recompute=True)
+        # The outer op's inputs stay protected; what else the rerun touched goes if unread.
+        mem = plan.memory_of[core]
+        resident = self.resident[mem]
+        for x in plan.touched[k]:
+            if (x != t and x not in protected and x in resident
+                    and self._next_read(x, core, here - 1) is None):
+                self._release(x, mem)
+
+    def _run(self, k: int, core: str, here: int, protected: set[str], *, recompute: bool) -> int:
+        """Place a run of the op at position ``k`` on ``core`` (for position ``here``); its end."""
+        plan = self.plan
+        mem = plan.memory_of[core]
+        resident = self.resident[mem]
+        ins = plan.nin[k]
+        missing = []
+        for t in ins:
+            if t in resident:
+                protected.add(t)
+            else:
+                missing.append(t)
+        if missing:
+            backward = recompute or plan.backward[k]
+            if len(missing) > 1:  # reruns first, while fewer fetched inputs are protected
+                missing.sort(key=lambda t: not self._recomputes(t, backward))
+            for t in missing:
+                self._materialize(t, core, here, protected, backward)
+        size = self.size
+        outs = plan.nout[k]
+        need = 0
+        for t in outs:
+            if t not in resident:
+                need += size[t]
+        op = plan.order[k]
+        if need and self.used[mem] + need > plan.capacity[mem]:
+            self._make_room(mem, need, protected, core, here, op)
+        start = self.core_free[core]
+        if self.cursor[mem] > start:
+            start = self.cursor[mem]
+        for t in ins:
+            if resident[t] > start:
+                start = resident[t]
+        for t in outs:  # a rerun rewrites a resident copy (E1.2) once it has arrived
+            if t in resident and resident[t] > start:
+                start = resident[t]
+        for t in plan.wait_made[k]:
+            start = max(start, self.made_at.get(t, 0))
+        for t in plan.updates[k]:
+            start = max(start, self.read_end.get(t, 0))
+        end = start + plan.costs[k][core]
+        number = self.runs_of.get(k, 0)
+        self.runs_of[k] = number + 1
+        self.runs.append((start, end, op, number, core))
+        self.core_free[core] = end
+        for t in plan.hazard_reads[k]:
+            if self.read_end.get(t, 0) < end:
+                self.read_end[t] = end
+        for t in plan.made[k]:
+            self.made_at[t] = end
+        for t in outs:
+            if t not in resident:
+                resident[t] = end
+                self.used[mem] += size[t]
+            protected.add(t)
+        if end > self.cursor[mem]:
+            self.cursor[mem] = end
+        return end
+
+    # ------------------------------------------------------------------ driver
+    def run(self, *, tidy: bool = True) -> Schedule:
+        """Decode; ``tidy`` sorts the schedule's lists (the evaluator does not need it)."""
+        plan = self.plan
+        if self.strict:
+            self._check_fit()
+        policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
+        backward, touched, memory_of, shared = plan.backward, plan.touched, plan.memory_of, plan.shared
+        for k, core in enumerate(self.core_of):
+            mem = memory_of[core]
+            end = self._run(k, core, k, set(), recompute=False)
+            for t in plan.nout[k]:  # other cores, or the offload policy, read it from DRAM
+                if t in to_shared and t not in in_shared:
+                    _, done = self._move(t, mem, shared, end)
+                    in_shared[t] = done
+                    self.read_until[(t, mem)] = done
+            forward = not backward[k]
+            resident = self.resident[mem]
+            for t in touched[k]:
+                if t not in resident:
+                    continue
+                if self._next_read(t, core, k) is None:
+                    self._release(t, mem)
+                elif forward and t in policy and not self._forward_read_after(t, core, k):
+                    self._release(t, mem)  # offload / recompute: gone after the forward phase
+        runs, transfers = self.runs, self.transfers
+        latency = max([r[1] for r in runs] + [x[1] for x in transfers], default=0)
+        frees = [f for f in self.frees if f[0] <= latency]
+        if tidy:
+            runs.sort()
+            transfers.sort()
+            frees.sort()
+        meta = {"heuristic": self.heuristic, "latency_cycles": latency,
+                "recomputations": len(runs) - len(plan.order),
+                "repairs": {"evicted": self.evicted, "over_capacity": self.over,
+                            "offloaded_instead": self.offloaded_instead}}
+        return Schedule(_build(OpRun, _RUN_FIELDS, runs), _build(Transfer, _TRANSFER_FIELDS, transfers),
+                        _build(Free, _FREE_FIELDS, frees), meta=meta)
+
+    def _check_fit(self) -> None:
+        plan = self.plan
+        for k, op in enumerate(plan.order):
+            core = self.core_of[k]
+            mem = plan.memory_of[core]
+            need = sum(self.size[t] for t in plan.touched[k])
+            if need > plan.capacity[mem]:
+                raise MonetError(f"op {op!r} needs {need} bytes at once, more than {mem!r} holds "
+                                 f"({plan.capacity[mem]} bytes)", field=f"memories.{mem}.capacity",
+                                 fix="give the core more SRAM, or allocate the op elsewhere")
+
+
+_RUN_FIELDS = ("start", "end", "op", "instance", "core")
+_TRANSFER_FIELDS = ("start", "end", "tensor", "src", "dst", "link")
+_FREE_FIELDS = ("time", "tensor", "memory")
+
+
+def _build(cls, names: tuple[str, ...], rows: list[tuple]) -> tuple:
+    """Frozen dataclass instances from field tuples, without the per-field ``__setattr__`` of
+    their ``__init__`` (2-3x faster; equal, hashable and ordered like any other instance)."""
+    new = object.__new__
+    out = []
+    for row in rows:
+        obj = new(cls)
+        obj.__dict__.update(zip(names, row))
+        out.append(obj)
+    return tuple(out)

@@ -1,0 +1,259 @@
+"""Decisions (keep / offload / recompute, a core per layer) and their decoder.
+
+Every decoded schedule goes through the evaluator.  Instances are small MLPs on a
+two-core Edge TPU and on hetero_quad (P3), with SRAM budgets below what the
+store-all schedule needs, and ResNet-18 on a 2x2 Edge TPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import random
+
+import pytest
+
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.graph import zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.decisions import (
+    POLICIES,
+    Decisions,
+    decisions_from_dict,
+    decisions_from_schedule,
+    decode,
+    default_decisions,
+    load_decisions,
+    plan_of,
+    save_decisions,
+)
+from monet_ilp.heuristics.memory_aware import memory_aware_schedule
+from monet_ilp.heuristics.store_all import store_all_schedule
+from monet_ilp.instance import make_instance
+
+TWO = dict(n_pe_x=2, n_pe_y=1)
+LAYERS = ("fc1", "fc2", "head", "loss")
+#: The MLP's store-all schedule peaks at 12 KiB per SRAM; its largest op needs 8 KiB.
+TIGHT = 9 * 1024
+
+
+def mlp(hw=None, sram_budget=None, objective="latency", depth=2):
+    graph = zoo.mlp(depth=depth, width=64, batch=8, in_features=64)
+    return make_instance(graph, hw or preset("edge_tpu", **TWO), problem="P3", sram_budget=sram_budget,
+                         objective=objective)
+
+
+def feasible(instance, schedule):
+    metrics = evaluate(instance, schedule)
+    assert metrics.feasible, (metrics.violations[:5], schedule.meta.get("repairs"))
+    assert schedule.meta["latency_cycles"] == metrics.latency_cycles
+    assert schedule.meta["recomputations"] == metrics.recomputations
+    return metrics
+
+
+def random_decisions(instance, rng):
+    plan = plan_of(instance)
+    tensors = {t: rng.choice(POLICIES if t in plan.recomputable else POLICIES[:2]) for t in plan.saved}
+    return Decisions(tensors, {layer: rng.choice(plan.layer_cores[layer]) for layer in plan.layers})
+
+
+def test_the_budget_is_below_what_store_all_needs():
+    inst = mlp(sram_budget=TIGHT)
+    assert not evaluate(inst, store_all_schedule(inst)).feasible
+
+
+@pytest.mark.parametrize("hw", ["edge_tpu", "hetero_quad"])
+def test_every_policy_combination_decodes_within_the_budget(hw):
+    inst = mlp(preset("edge_tpu", **TWO) if hw == "edge_tpu" else preset("hetero_quad"), TIGHT)
+    plan = plan_of(inst)
+    choices = [POLICIES if t in plan.recomputable else POLICIES[:2] for t in plan.saved]
+    cores = [c.id for c in inst.cores]
+    allocations = [dict.fromkeys(LAYERS, cores[0]), dict(zip(LAYERS, itertools.cycle(cores))),
+                   dict(zip(LAYERS, reversed(cores * 2)))]
+    for combo in itertools.product(*choices):
+        for allocation in allocations:
+            schedule = decode(inst, Decisions(dict(zip(plan.saved, combo)), allocation))
+            assert not schedule.meta["repairs"]["over_capacity"]
+            feasible(inst, schedule)
+
+
+@pytest.mark.parametrize("depth", [1, 3])
+def test_random_decisions_on_deeper_and_shallower_mlps(depth):
+    rng = random.Random(depth)
+    for hw in (preset("edge_tpu", **TWO), preset("hetero_quad")):
+        base = mlp(hw, depth=depth)
+        peak = max(evaluate(base, store_all_schedule(base)).peak_bytes[c.memory] for c in base.cores)
+        inst = mlp(hw, sram_budget=peak * 3 // 4, depth=depth)
+        for _ in range(40):
+            feasible(inst, decode(inst, random_decisions(inst, rng)))
+
+
+def test_random_decisions_on_resnet18():
+    inst = make_instance(zoo.resnet18(batch=1), preset("edge_tpu", n_pe_x=2, n_pe_y=2), problem="P3",
+                         sram_budget=2 * 2**20 + 2**19)
+    assert not evaluate(inst, store_all_schedule(inst)).feasible
+    rng = random.Random(7)
+    recomputed = 0
+    for _ in range(8):
+        recomputed += feasible(inst, decode(inst, random_decisions(inst, rng))).recomputations
+    assert recomputed > 0
+
+
+def runs_of(schedule, op):
+    return [r for r in schedule.ops if r.op == op]
+
+
+def moves(schedule, tensor):
+    return [(t.src, t.dst) for t in sorted(schedule.transfers) if t.tensor == tensor]
+
+
+def one_core(policy, **others):
+    """relu1 under ``policy``, everything on pe_0 (so only the policies move data)."""
+    inst = mlp()
+    decisions = Decisions({"relu1": policy, **others}, dict.fromkeys(LAYERS, "pe_0"))
+    return inst, decode(inst, decisions)
+
+
+def test_keep_stays_in_sram():
+    inst, schedule = one_core("keep")
+    feasible(inst, schedule)
+    assert len(runs_of(schedule, "F:fc1")) == 1 and moves(schedule, "relu1") == []
+
+
+def test_offload_goes_to_dram_and_back():
+    inst, schedule = one_core("offload")
+    feasible(inst, schedule)
+    assert len(runs_of(schedule, "F:fc1")) == 1
+    assert moves(schedule, "relu1") == [("pe_0.sram", "dram"), ("dram", "pe_0.sram")]
+    back = [t for t in schedule.transfers if t.tensor == "relu1" and t.dst == "pe_0.sram"][0]
+    last_forward = runs_of(schedule, "F:fc2")[0]
+    first_backward = min(r.start for r in schedule.ops if r.op in ("dX:fc1", "dW:fc2"))
+    freed = [f.time for f in schedule.frees if f.tensor == "relu1" and f.memory == "pe_0.sram"]
+    assert min(freed) >= last_forward.end and min(freed) <= back.start and back.end <= first_backward
+
+
+def test_recompute_reruns_the_producer_before_the_backward_reader():
+    inst, schedule = one_core("recompute")
+    metrics = feasible(inst, schedule)
+    first, again = sorted(runs_of(schedule, "F:fc1"))
+    assert metrics.recomputations == 1 and again.core == "pe_0"
+    assert again.start >= runs_of(schedule, "F:fc2")[0].end
+    assert again.end <= min(r.start for r in schedule.ops if r.op in ("dX:fc1", "dW:fc2"))
+    assert moves(schedule, "relu1") == [] and moves(schedule, "input") == [("dram", "pe_0.sram")]
+    # With the graph input offloaded too, the rerun fetches it again.
+    inst, schedule = one_core("recompute", input="offload")
+    feasible(inst, schedule)
+    assert moves(schedule, "input") == [("dram", "pe_0.sram")] * 2
+
+
+def test_recompute_is_recursive_when_the_inputs_are_gone():
+    inst = mlp()
+    decisions = Decisions({"relu1": "recompute", "relu2": "recompute", "loss.log_probs": "recompute"},
+                          dict.fromkeys(LAYERS, "pe_0"))
+    schedule = decode(inst, decisions)
+    metrics = feasible(inst, schedule)
+    # log_probs needs logits, which is gone: F:head runs again, and so on down the chain.
+    assert len(runs_of(schedule, "F:loss")) == 2 and len(runs_of(schedule, "F:head")) == 2
+    assert metrics.recomputations >= 4
+
+
+def test_cross_core_data_goes_through_dram():
+    inst = mlp(sram_budget=TIGHT)
+    schedule = decode(inst, Decisions({}, {"fc1": "pe_0", "fc2": "pe_1", "head": "pe_0", "loss": "pe_1"}))
+    feasible(inst, schedule)
+    assert all("dram" in (t.src, t.dst) for t in schedule.transfers)
+    assert ("pe_0.sram", "dram") in moves(schedule, "relu1") and ("dram", "pe_1.sram") in moves(schedule, "relu1")
+
+
+def test_an_op_that_cannot_fit_is_reported_not_hidden():
+    inst = mlp(sram_budget=6 * 1024)
+    schedule = decode(inst, default_decisions(inst))
+    assert schedule.meta["repairs"]["over_capacity"]
+    assert evaluate(inst, schedule).violation_counts.get("capacity", 0) > 0
+
+
+def test_decisions_read_back_from_a_decoded_schedule():
+    inst = mlp()
+    rng = random.Random(3)
+    for _ in range(30):
+        decisions = random_decisions(inst, rng)
+        schedule = decode(inst, decisions)
+        assert not schedule.meta["repairs"]["evicted"]
+        back = decisions_from_schedule(inst, schedule)
+        assert dict(back.cores) == dict(decisions.cores)
+        assert dict(back.tensors) == dict(decisions.tensors)
+
+
+def test_decisions_from_a_solver_schedule_are_valid():
+    from monet_ilp.solve import solve
+
+    inst = mlp(sram_budget=TIGHT)
+    result = solve(inst, "cpsat", time_limit=2, workers=1)
+    decisions = decisions_from_schedule(inst, result.schedule).validate(inst)
+    assert set(decisions.cores) == set(LAYERS) and set(decisions.tensors) == set(plan_of(inst).saved)
+    feasible(inst, decode(inst, decisions))
+
+
+def test_memory_aware_is_the_all_keep_decoder():
+    inst = mlp(sram_budget=TIGHT)
+    for allocate in ("layer", "op"):
+        schedule = memory_aware_schedule(inst, allocate=allocate)
+        metrics = feasible(inst, schedule)
+        assert metrics.recomputations == 0 and metrics.transfers > 0
+        assert schedule.meta["heuristic"] == "memory_aware" and schedule.meta["allocate"] == allocate
+    given = {op.id: "pe_1" for op in inst.graph.ops}
+    assert {r.core for r in memory_aware_schedule(inst, core_of_op=given).ops} == {"pe_1"}
+    with pytest.raises(MonetError, match="needs 8192 bytes"):
+        memory_aware_schedule(mlp(sram_budget=8191))
+    with pytest.raises(MonetError, match="not costed"):
+        memory_aware_schedule(inst, core_of_op={**given, "F:fc1": "pe_9"})
+
+
+def test_json_round_trip(tmp_path):
+    inst = mlp()
+    decisions = Decisions({"relu1": "recompute", "input": "offload"}, {"fc1": "pe_1"}, {"tool": "mine"})
+    path = tmp_path / "d.json"
+    save_decisions(decisions, path)
+    data = json.loads(path.read_text())
+    assert data["format"] == "monet-ilp/decisions" and data["tensors"]["relu1"] == "recompute"
+    back = load_decisions(path, inst)
+    assert back == decisions
+    assert decode(inst, back).to_dict() == decode(inst, decisions).to_dict()
+
+
+def restricted(inst):
+    """``inst`` with layer fc2 runnable on pe_0 only."""
+    costs = {op: ({c: v for c, v in row.items() if c == "pe_0"} if inst.graph.op(op).layer == "fc2"
+                  else dict(row)) for op, row in inst.costs.items()}
+    return dataclasses.replace(inst, costs=costs)
+
+
+@pytest.mark.parametrize("data, fragments", [
+    ({"format": "monet-ilp/schedule"}, ["format", "monet-ilp/decisions"]),
+    ({"format": "monet-ilp/decisions", "tensors": {"relu1": "discard"}}, ["tensors.relu1", "discard", "keep"]),
+    ({"format": "monet-ilp/decisions", "tensors": {"relu9": "keep"}}, ["tensors.relu9", "not in the graph"]),
+    ({"format": "monet-ilp/decisions", "tensors": {"logits": "keep"}}, ["tensors.logits", "not a saved"]),
+    ({"format": "monet-ilp/decisions", "tensors": {"input": "recompute"}}, ["tensors.input", "offload"]),
+    ({"format": "monet-ilp/decisions", "cores": {"fc9": "pe_0"}}, ["cores.fc9", "unknown layer", "fc1"]),
+    ({"format": "monet-ilp/decisions", "cores": {"fc1": "pe_7"}}, ["cores.fc1", "unknown core", "pe_0, pe_1"]),
+    ({"format": "monet-ilp/decisions", "cores": {"fc2": "pe_1"}}, ["cores.fc2", "runs none", "pe_0"]),
+    ({"format": "monet-ilp/decisions", "cores": ["fc1"]}, ["cores", "map names"]),
+], ids=["format", "policy", "unknown-tensor", "unsaved-tensor", "recompute-input", "layer", "core",
+        "incapable-core", "not-a-map"])
+def test_bad_decisions_name_file_field_and_fix(tmp_path, data, fragments):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(MonetError) as err:
+        load_decisions(path, restricted(mlp()))
+    message = str(err.value)
+    assert "bad.json" in message and "fix:" in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_decisions_from_dict_without_an_instance_checks_the_format_only():
+    decisions = decisions_from_dict({"format": "monet-ilp/decisions", "tensors": {"x": "keep"}})
+    with pytest.raises(MonetError, match="tensors.x"):
+        decode(mlp(), decisions)
