@@ -101,11 +101,12 @@ def _pinning_knapsack(data) -> int:
     """B5: run energy when not every persistent tensor fits in the SRAMs at once.
 
     Every op costs at least its cheapest unpinned energy minus what pinning could
-    save; the saving of op ``v`` (cheapest unpinned minus cheapest pinned energy) is
-    credited in full to *each* persistent tensor it reads (an over-estimate), and the
-    tensors pinned at once weigh at most the SRAMs' total capacity minus the largest
-    footprint of one op.  The fractional knapsack over that capacity bounds the total
-    saving from above, so the result bounds the run energy from below.
+    save.  The saving ``σ_v`` of op ``v`` (cheapest unpinned minus cheapest pinned
+    energy) needs *all* its persistent reads pinned, so it is credited to them pro
+    rata to their bytes: the saving of any pin set is at most the credits of its
+    tensors.  The tensors pinned at once weigh at most the SRAMs' total capacity minus
+    the largest footprint of one op; the fractional knapsack over that room bounds the
+    total saving from above, so the result bounds the run energy from below.
     """
     base, value = 0, [0] * len(data.persistent)
     for op in data.ops:
@@ -113,8 +114,9 @@ def _pinning_knapsack(data) -> int:
         base += unpinned
         if op.pinned_energy_pj:
             saving = max(0, unpinned - min(op.pinned_energy_pj.values()))
-            for p in op.persistent_reads:
-                value[p] += saving
+            total = sum(data.persistent[p].bytes for p in op.persistent_reads)
+            for p in op.persistent_reads:  # pro rata: the saving needs all of them pinned
+                value[p] += saving * data.persistent[p].bytes / total if total else saving
     srams = {data.memory_of[c] for c in data.cores}
     room = sum(data.capacity[m] for m in srams) - data.min_sram_bytes()
     room = max(room, 0)

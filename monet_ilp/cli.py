@@ -711,13 +711,16 @@ def grade_cmd(path, instance_path, time_limit, workers, json_out):
 
 # ---------------------------------------------------------------------- demo
 @cli.command()
-@click.option("--budget", type=float, default=0.7, show_default=True,
-              help="P1 budget as a fraction of the store-all activation peak.")
-def demo(budget):
-    """ResNet-18 (CIFAR) on a 2x2 edge_tpu: evaluate the baseline schedules and print a table."""
+@click.option("--sram", "sram", default="3MiB", show_default=True, help="SRAM per core (store-all needs 4.6 MiB).")
+@click.option("--time-limit", type=float, default=45.0, show_default=True, help="Seconds for cpsat.")
+@click.option("--out-dir", type=click.Path(file_okay=False), default="monet_demo", show_default=True,
+              help="Where the Gantt chart and the Pareto plot go.")
+def demo(sram, time_limit, out_dir):
+    """ResNet-18 (CIFAR) on a 2x2 edge_tpu: store-all, Chen sqrt(n), GA and cpsat, graded against bounds."""
     from monet_ilp.demo import run_demo
+    from monet_ilp.hardware.schema import parse_size
 
-    run_demo(console, budget=budget)
+    run_demo(console, sram_bytes=parse_size(sram, field="--sram"), time_limit=time_limit, out_dir=out_dir)
 
 
 from monet_ilp.plot_commands import plot  # noqa: E402  (the group lives in its own module)

@@ -107,11 +107,14 @@ def test_usage_errors_exit_2():
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
-def test_demo_runs():
-    result = run("demo")
+def test_demo_runs(tmp_path):
+    result = run("demo", "--time-limit", "5", "--out-dir", str(tmp_path / "demo"))
     assert result.returncode == 0, result.stderr
-    for row in ("store-all, list-scheduled", "Chen sqrt(n)", "Chen greedy", "feasible", "over budget"):
+    for row in ("store-all", "Chen sqrt(n)", "GA (fastest point)", "cpsat", "feasible", "over SRAM",
+                "certified lower bounds"):
         assert row in result.stdout
+    assert (tmp_path / "demo" / "gantt_cpsat.png").stat().st_size > 10_000
+    assert (tmp_path / "demo" / "pareto_ga.png").stat().st_size > 10_000
 
 
 def test_hw_show_and_validate(tmp_path):
