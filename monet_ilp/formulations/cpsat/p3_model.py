@@ -771,6 +771,7 @@ def solve_p3_cpsat(
     if code == cp_model.MODEL_INVALID:
         return BackendResult(Status.ERROR, stats=stats, message=f"model bug: {built.model.validate()}")
     bound = _bound(data, solver.best_objective_bound)
+    stats["solver_bound"] = bound
     floor = _combinatorial_bound(instance)
     if floor is not None and (bound is None or floor > bound):  # B1-B5 of bounds.md hold for every schedule
         bound, stats["bound_source"] = floor, "combinatorial"

@@ -1,0 +1,113 @@
+"""Grade the GA with certified bounds across zoo P3 instances; how tight is each bound family?
+
+For each instance: the GA's front (NSGA-II, latency and energy); CP-SAT on each
+objective warm-started with the GA's best point; every bound family
+(``formulations/bounds.md``).  Reported per instance and objective:
+
+* the GA's best value, the best known value (GA or cpsat), whether cpsat improved on
+  the GA, and the GA's certified gap ``(GA - best bound) / GA``;
+* the tightness of each bound family: ``bound / best known`` (1.0 = tight).
+
+    python scripts/bench_bounds.py --out bench_bounds.json
+    python scripts/bench_bounds.py --quick --out bench_bounds_quick.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+from rich.console import Console
+from rich.table import Table
+
+from monet_ilp.bounds import combinatorial_bounds
+from monet_ilp.ga import run_ga
+from monet_ilp.graph import zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.instance import make_instance
+from monet_ilp.schedule import schedule_from_dict
+from monet_ilp.solve import solve
+
+
+def instances(quick: bool):
+    e21 = lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=1)  # noqa: E731
+    e22 = lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=2)  # noqa: E731
+    quad = lambda: preset("hetero_quad")  # noqa: E731
+    yield "mlp_d4", zoo.mlp(depth=4), e21, {}
+    yield "mlp_d4", zoo.mlp(depth=4), quad, {}
+    if quick:
+        return
+    yield "mlp_d8", zoo.mlp(depth=8), e21, {}
+    yield "mlp_d8", zoo.mlp(depth=8), quad, {}
+    yield "gpt2_tiny_b1", zoo.build("gpt2_tiny", batch=1), e21, {}
+    yield "resnet18_b1_3MiB", zoo.resnet18(batch=1), e22, {"sram_budget": 3 * 2**20}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--time-limit", type=float, default=30.0, help="cpsat seconds per objective.")
+    parser.add_argument("--generations", type=int, default=20)
+    parser.add_argument("--population", type=int, default=32)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", default="bench_bounds.json")
+    args = parser.parse_args()
+    console = Console(width=180)
+    rows = []
+    for label, graph, hw, make in instances(args.quick):
+        hardware = hw()
+        base = make_instance(graph, hardware, problem="P3", objective="latency", **make)
+        began = time.perf_counter()
+        front = run_ga(base, ("latency", "energy"), generations=args.generations, population=args.population, seed=1)
+        ga_seconds = time.perf_counter() - began
+        points = [p for p in front["points"] if p["feasible"]]
+        for objective, key in (("latency", "latency_cycles"), ("energy", "energy_pj")):
+            inst = make_instance(graph, hardware, problem="P3", objective=objective, **make)
+            best_point = min(points, key=lambda p: p[key]) if points else None
+            hint = schedule_from_dict(best_point["schedule"]) if best_point else None
+            result = solve(inst, "cpsat", time_limit=args.time_limit, workers=args.workers, hint=hint)
+            ga_value = best_point[key] if best_point else None
+            known = min(v for v in (ga_value, result.objective if result.metrics is not None
+                                    and result.metrics.feasible else None) if v is not None)
+            families = {b.name: b.value for b in combinatorial_bounds(inst) if b.value is not None}
+            families["cpsat"] = result.stats.get("solver_bound", result.bound)
+            best_bound = max(v for v in families.values() if v is not None)
+            row = {
+                "instance": label, "hardware": hardware.name, "ops": len(graph.ops), "objective": objective,
+                "ga_value": ga_value, "cpsat_value": result.objective, "cpsat_status": str(result.status),
+                "best_known": known, "best_bound": best_bound,
+                "cpsat_improves": result.objective is not None and ga_value is not None and result.objective < ga_value,
+                "ga_certified_gap": None if ga_value is None else (ga_value - best_bound) / ga_value,
+                "best_known_gap": (known - best_bound) / known,
+                "tightness": {k: (None if v is None else v / known) for k, v in families.items()},
+                "ga_seconds": round(ga_seconds, 2), "ga_evaluations": front["evaluations"],
+                "ga_evaluations_per_second": front.get("evaluations_per_second"),
+                "cpsat_seconds": round(result.wall_time_s, 2),
+            }
+            rows.append(row)
+            console.print(f"{label} on {hardware.name} ({objective}): GA {ga_value} cpsat {result.objective} "
+                          f"bound {best_bound} gap {100 * row['best_known_gap']:.2f}%", highlight=False)
+            with open(args.out, "w") as f:
+                json.dump(rows, f, indent=1)
+    table = Table(title=f"Certified gaps (GA {args.generations}x{args.population}, cpsat {args.time_limit:g} s "
+                        f"with the GA hint, {args.workers} workers)")
+    for col in ("instance", "hw", "ops", "objective", "GA", "cpsat", "improves", "best bound", "GA gap",
+                "best-known gap", "tightness per family", "GA evals/s"):
+        table.add_column(col, justify="left" if col in ("instance", "hw", "objective", "tightness per family")
+                         else "right")
+    for r in rows:
+        tight = ", ".join(f"{k} {v:.3f}" for k, v in r["tightness"].items() if v is not None)
+        rate = r["ga_evaluations_per_second"]
+        table.add_row(r["instance"], r["hardware"], str(r["ops"]), r["objective"], f"{r['ga_value']:,}",
+                      "-" if r["cpsat_value"] is None else f"{r['cpsat_value']:,}", "yes" if r["cpsat_improves"] else "no",
+                      f"{r['best_bound']:,}", f"{100 * r['ga_certified_gap']:.2f}%", f"{100 * r['best_known_gap']:.2f}%",
+                      tight, "-" if rate is None else f"{rate:.0f}")
+    console.print(table)
+    improved = sum(r["cpsat_improves"] for r in rows)
+    console.print(f"cpsat improved on the GA's best in {improved} of {len(rows)} cases", highlight=False)
+    console.print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
