@@ -727,6 +727,10 @@ from monet_ilp.plot_commands import plot  # noqa: E402  (the group lives in its 
 
 cli.add_command(plot)
 
+from monet_ilp.batch.commands import batch  # noqa: E402  (the batch group lives in its package)
+
+cli.add_command(batch)
+
 from monet_ilp.ga_commands import ga, load_hint  # noqa: E402  (load_hint: solve --hint)
 
 cli.add_command(ga)

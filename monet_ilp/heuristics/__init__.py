@@ -36,7 +36,6 @@ HEURISTICS: dict[str, Callable[[Instance], Sequence | Schedule]] = {
     "store_all": store_all,
     "sqrt": chen_sqrt_sequence,
     "greedy": chen_greedy_sequence,
-    "memory_aware": memory_aware_schedule,
 }
 
 __all__ = [

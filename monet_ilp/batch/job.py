@@ -1,0 +1,263 @@
+"""One job of a batch: the expanded parameters of a single solve, its stable key, and how to run it.
+
+A :class:`Job` is plain data (JSON-able parameters), so it crosses process and
+machine boundaries unchanged.  :func:`run_job` is what a worker process executes:
+build the instance, call :func:`monet_ilp.solve.solve`, and return the verified
+result as a record fragment plus the schedule.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import time
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from monet_ilp.errors import MonetError
+
+__all__ = [
+    "RECORD_FORMAT",
+    "RECORD_VERSION",
+    "SEEDED_BACKENDS",
+    "Job",
+    "build_graph",
+    "build_instance",
+    "canonical_json",
+    "job_key",
+    "run_job",
+]
+
+RECORD_FORMAT = "monet-ilp/batch-record"
+RECORD_VERSION = 1
+
+#: Backends that take a random seed, and the option it is passed as.  For the
+#: others a manifest's ``seeds`` are plain repetitions (useful to measure time).
+SEEDED_BACKENDS: Mapping[str, str] = MappingProxyType({"cpsat": "seed", "heuristic:lp-round": "seed"})
+
+#: Bumped whenever the meaning of a key changes, so old results are never mistaken for new.
+_KEY_SCHEME = "monet-ilp/batch-job/1"
+
+
+def canonical_json(data: Any) -> str:
+    """Sorted keys, no spaces: equal data gives equal text (and so equal hashes)."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def job_key(params: Mapping[str, Any]) -> str:
+    """The stable key of a job: 16 hex digits of the SHA-256 of its canonical parameters.
+
+    The parameters hold everything that changes the answer (model spec with file
+    hashes, hardware spec with every resolved preset parameter, problem, budget,
+    objective, backend and its options, time limit, seed, solver threads, plugins);
+    the set's name and the paths files are read from do not count.
+    """
+    return hashlib.sha256((_KEY_SCHEME + canonical_json(params)).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Job:
+    """One solve of a batch.
+
+    Attributes
+    ----------
+    key
+        :func:`job_key` of ``params``.
+    set
+        Name of the manifest (instance set) it came from.
+    params
+        The expanded, JSON-able parameters (see ``instances/README.md``).
+    paths
+        Absolute paths of the files the model and hardware specs name (``model``,
+        ``hardware``), for the worker to read; not part of the key.
+    """
+
+    key: str
+    set: str
+    params: Mapping[str, Any]
+    paths: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def backend(self) -> str:
+        return self.params["backend"]
+
+    @property
+    def label(self) -> str:
+        return self.params["label"]
+
+    @property
+    def time_limit(self) -> float:
+        return float(self.params["time_limit"])
+
+    def payload(self) -> dict[str, Any]:
+        """What is sent to the worker process (JSON)."""
+        return {"key": self.key, "set": self.set, "params": json.loads(canonical_json(self.params)),
+                "paths": dict(self.paths)}
+
+    def describe(self) -> str:
+        """A short human name: model, hardware, budget, objective, backend."""
+        p = self.params
+        model = p["model"]
+        kind = next(k for k in ("zoo", "chain", "random", "onnx", "node_link", "graph") if k in model)
+        what = model[kind] if isinstance(model[kind], str) else kind
+        if kind in ("chain", "random"):
+            main = model[kind].get("length", model[kind].get("n"))
+            what = f"{kind}{main}"
+        hw = p["hardware"]
+        parts = [what, "-" if hw is None else hw.get("name", "hw"), p["problem"]]
+        if p["budget"] is not None:
+            parts.append(f"b={p['budget']}")
+        if p["objective"] is not None:
+            parts.append(p["objective"])
+        parts.append(p["label"])
+        return " ".join(str(x) for x in parts)
+
+
+# ================================================================ building
+_TUPLE_PARAMS = {"chain": ("costs", "sizes"), "random": ("width", "duration", "size")}
+
+
+def build_graph(model: Mapping[str, Any], path: str | None):
+    """The training graph of a model spec (``zoo``, ``chain``, ``random``, ``onnx``, ``node_link``, ``graph``)."""
+    if "zoo" in model:
+        from monet_ilp.graph import zoo
+
+        return zoo.build(model["zoo"], **dict(model.get("params", {})))
+    if "chain" in model or "random" in model:
+        kind = "chain" if "chain" in model else "random"
+        params = dict(model[kind])
+        for name in _TUPLE_PARAMS[kind]:
+            if isinstance(params.get(name), list):
+                params[name] = tuple(params[name])
+        if kind == "chain":
+            from monet_ilp.formulations.dp import chain_graph
+
+            return chain_graph(**params)
+        from monet_ilp.graph.random_dag import random_layered
+
+        return random_layered(**params)
+    if "onnx" in model:
+        from monet_ilp.graph import from_onnx
+
+        return from_onnx(path or model["onnx"], **dict(model.get("params", {})))
+    if "node_link" in model:
+        from monet_ilp.graph import from_node_link
+
+        return from_node_link(path or model["node_link"])
+    if "graph" in model:
+        from monet_ilp.graph import TrainingGraph
+
+        return TrainingGraph.load(path or model["graph"])
+    raise MonetError(f"unknown model spec {sorted(model)}", field="model",
+                     fix="use one of zoo, chain, random, onnx, node_link, graph")
+
+
+def build_hardware(spec: Mapping[str, Any] | None, path: str | None):
+    if spec is None:
+        return None
+    if "preset" in spec:
+        from monet_ilp.hardware.presets import preset
+
+        return preset(spec["preset"], **dict(spec["params"]))
+    from monet_ilp.hardware.schema import load_hardware
+
+    return load_hardware(path or spec["file"])
+
+
+def build_instance(params: Mapping[str, Any], paths: Mapping[str, str] | None = None):
+    """The :class:`~monet_ilp.instance.Instance` of a job's parameters."""
+    from monet_ilp.instance import make_instance
+
+    paths = paths or {}
+    graph = build_graph(params["model"], paths.get("model"))
+    hardware = build_hardware(params["hardware"], paths.get("hardware"))
+    return make_instance(graph, hardware, problem=params["problem"], budget=params["budget"],
+                         objective=params["objective"], offload=params.get("offload", "dram"),
+                         alpha=params.get("alpha", 0.5),
+                         runtime_limit_cycles=params.get("runtime_limit_cycles"))
+
+
+def instance_hash(instance) -> str:
+    """16 hex digits of the SHA-256 of the instance's canonical JSON: equal data, equal hash."""
+    return hashlib.sha256(canonical_json(instance.to_dict()).encode()).hexdigest()[:16]
+
+
+# ================================================================= running
+def _error_text(err: BaseException) -> str:
+    if isinstance(err, MonetError):
+        return err.message
+    return f"{type(err).__name__}: {err}"
+
+
+def run_job(payload: Mapping[str, Any],
+            on_solving: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """Build and solve one job; never raises for a failure of the job itself.
+
+    Parameters
+    ----------
+    payload
+        :meth:`Job.payload`.
+    on_solving
+        Called once the instance is built, right before the solver starts, with
+        the instance's name and hash and the building time (the parent starts the
+        clock of the time limit there, and keeps them for a job it has to kill).
+
+    Returns
+    -------
+    dict
+        ``{"fields": {...}, "schedule": dict | None}``: the record fields the
+        worker knows (status, objective, bound, gap, evaluator verdict, metrics,
+        message, times, instance name and hash) and the schedule as JSON.
+    """
+    params = payload["params"]
+    fields: dict[str, Any] = {"instance": None, "instance_hash": None, "status": "error", "objective": None,
+                              "bound": None, "gap": None, "feasible": None, "latency_cycles": None,
+                              "energy_pj": None, "compute_cycles": None, "message": "", "wall_time_s": None,
+                              "build_s": None, "stats": {}}
+    start = time.perf_counter()
+    try:
+        for module in params.get("plugins", []):
+            importlib.import_module(module)
+        instance = build_instance(params, payload.get("paths"))
+        fields["instance"] = instance.name
+        fields["instance_hash"] = instance_hash(instance)
+    except Exception as err:  # noqa: BLE001  (any failure is the job's result, not the batch's)
+        fields["build_s"] = round(time.perf_counter() - start, 4)
+        fields["message"] = f"building the instance failed: {_error_text(err)}"
+        return {"fields": fields, "schedule": None}
+    fields["build_s"] = round(time.perf_counter() - start, 4)
+    if on_solving is not None:
+        on_solving({k: fields[k] for k in ("instance", "instance_hash", "build_s")})
+    from monet_ilp.solve import solve
+
+    options = dict(params.get("options", {}))
+    seed = params.get("seed")
+    if seed is not None and params["backend"] in SEEDED_BACKENDS:
+        options.setdefault(SEEDED_BACKENDS[params["backend"]], seed)
+    solve_start = time.perf_counter()
+    try:
+        result = solve(instance, params["backend"], time_limit=params["time_limit"],
+                       workers=params.get("workers", 1), **options)
+    except Exception as err:  # noqa: BLE001
+        fields["wall_time_s"] = round(time.perf_counter() - solve_start, 4)
+        fields["message"] = _error_text(err)
+        return {"fields": fields, "schedule": None}
+    metrics = result.metrics
+    verified = metrics is not None and metrics.feasible
+    fields.update(
+        status=str(result.status),
+        objective=result.objective,
+        bound=result.bound,
+        gap=result.gap,
+        feasible=None if metrics is None else bool(metrics.feasible),
+        latency_cycles=metrics.latency_cycles if verified else None,
+        energy_pj=metrics.energy.total_pj if verified else None,
+        compute_cycles=metrics.compute_cycles if verified else None,
+        message=result.message,
+        wall_time_s=round(result.wall_time_s, 4),
+        stats=json.loads(json.dumps(dict(result.stats), default=str)),
+    )
+    schedule = result.schedule.to_dict() if result.schedule is not None else None
+    return {"fields": fields, "schedule": schedule}

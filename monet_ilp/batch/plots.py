@@ -1,0 +1,168 @@
+"""Plots of a results directory, one function per plot, drawn with matplotlib's Agg canvas.
+
+Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot, so
+no global backend is switched), and written as PNG.  Only verified schedules are
+plotted (DESIGN.md, honesty rules).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from monet_ilp.batch.job import canonical_json
+from monet_ilp.batch.summary import _time_of, is_solved
+
+__all__ = ["instance_group", "pareto_front", "plot_gap_histogram", "plot_pareto_front", "plot_results",
+           "plot_time_to_solve"]
+
+#: Job parameters that do not change the instance (they pick the solver or the objective).
+_SOLVER_PARAMS = ("backend", "label", "options", "objective", "alpha", "runtime_limit_cycles", "seed",
+                  "time_limit", "workers", "plugins")
+
+
+def _figure(width: float = 6.4, height: float = 4.2):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _label(record: Mapping[str, Any]) -> str:
+    params = record.get("params", {})
+    return params.get("label") or params.get("backend", "?")
+
+
+def _by_label(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        out.setdefault(_label(record), []).append(record)
+    return out
+
+
+def plot_time_to_solve(records: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
+    """Instances solved (verified schedule) within t seconds, against t, one curve per backend."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    groups = _by_label(records)
+    longest = 0.0
+    for label, group in groups.items():
+        times = sorted(t for r in group if is_solved(r) and (t := _time_of(r)) is not None)
+        if not times:
+            ax.plot([], [], label=f"{label} (0/{len(group)})")
+            continue
+        longest = max(longest, times[-1])
+        xs = [max(t, 1e-3) for t in times]
+        ax.step([xs[0]] + xs, [0] + list(range(1, len(xs) + 1)), where="post",
+                label=f"{label} ({len(times)}/{len(group)})")
+    from matplotlib.ticker import MaxNLocator
+
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xscale("log")
+    ax.set_xlabel("time (s, log scale)")
+    ax.set_ylabel("instances solved (verified)")
+    ax.set_title("time to solve")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small")
+    return _save(fig, path)
+
+
+def plot_gap_histogram(records: Iterable[Mapping[str, Any]], path: str | Path, bins: int = 20) -> Path:
+    """Histogram of the relative gap (in %) of the solved records that have a bound, per backend."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    data = {label: [100.0 * float(r["gap"]) for r in group if is_solved(r) and r.get("gap") is not None]
+            for label, group in _by_label(records).items()}
+    data = {k: v for k, v in data.items() if v}
+    if data:
+        top = max(max(v) for v in data.values())
+        edges = [top * i / bins for i in range(bins + 1)] if top > 0 else [-0.5, 0.5]
+        ax.hist(list(data.values()), bins=edges, label=[f"{k} ({len(v)})" for k, v in data.items()])
+        ax.legend(fontsize="small")
+    else:
+        ax.text(0.5, 0.5, "no solved record with a bound", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("gap (%)")
+    ax.set_ylabel("records")
+    ax.set_title("gap between objective and bound")
+    return _save(fig, path)
+
+
+def instance_group(record: Mapping[str, Any]) -> str:
+    """A key shared by the records of one instance, whatever the backend and the objective."""
+    params = {k: v for k, v in record.get("params", {}).items() if k not in _SOLVER_PARAMS}
+    return hashlib.sha256(canonical_json(params).encode()).hexdigest()[:12]
+
+
+def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The non-dominated points (both coordinates minimised), by increasing first coordinate."""
+    front: list[tuple[float, float]] = []
+    for x, y in sorted(set(points)):
+        if not front or y < front[-1][1]:
+            front.append((x, y))
+    return front
+
+
+def plot_pareto_front(records: Iterable[Mapping[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Latency against energy of the verified schedules of one instance, and their front."""
+    fig = _figure()
+    ax = fig.add_subplot()
+    records = [r for r in records if is_solved(r) and r.get("latency_cycles") is not None
+               and r.get("energy_pj") is not None]
+    markers = {"latency": "o", "energy": "s", "weighted": "^", "compute": "D", None: "x"}
+    for label, group in _by_label(records).items():
+        for objective in sorted({r["params"].get("objective") or "" for r in group}):
+            pts = [(r["latency_cycles"], r["energy_pj"]) for r in group
+                   if (r["params"].get("objective") or "") == objective]
+            ax.scatter([p[0] for p in pts], [p[1] for p in pts], marker=markers.get(objective or None, "x"),
+                       label=f"{label}, {objective or 'default'}", alpha=0.8)
+    front = pareto_front((r["latency_cycles"], r["energy_pj"]) for r in records)
+    if front:
+        ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="black", linewidth=1,
+                label="front")
+    ax.set_xlabel("latency (cycles)")
+    ax.set_ylabel("energy (pJ)")
+    ax.set_title(title or "Pareto front", fontsize="medium")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="x-small")
+    return _save(fig, path)
+
+
+def plot_results(records: Iterable[Mapping[str, Any]], out_dir: str | Path, *,
+                 max_pareto: int = 50) -> list[Path]:
+    """Every plot of a set of records into ``out_dir``: ``time_to_solve.png``, ``gap_histogram.png``
+    and ``pareto/<instance>.png`` for each instance solved under several objectives (at most
+    ``max_pareto`` of them)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records = list(records)
+    written = [plot_time_to_solve(records, out_dir / "time_to_solve.png"),
+               plot_gap_histogram(records, out_dir / "gap_histogram.png")]
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in records:
+        groups.setdefault(instance_group(record), []).append(record)
+    count = 0
+    for group_key, group in groups.items():
+        verified = [r for r in group if is_solved(r) and r.get("latency_cycles") is not None
+                    and r.get("energy_pj") is not None]
+        if len({r["params"].get("objective") for r in verified}) < 2:
+            continue
+        if count >= max_pareto:
+            break
+        first = verified[0]
+        name = first.get("instance") or group_key
+        budget = first["params"].get("budget")
+        title = name + ("" if budget is None else f", budget {budget}")
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        written.append(plot_pareto_front(group, out_dir / "pareto" / f"{safe}_{group_key}.png", title))
+        count += 1
+    return written
+
+
+def _save(fig, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    return path
