@@ -553,15 +553,19 @@ class P3CpModel:
         for f in schedule.frees:
             frees.setdefault((f.tensor, f.memory), []).append(f.time)
 
-        def freed(item: int, memory: str, alloc: int) -> int:  # the item goes with its last tensor
-            return max(min((t for t in frees.get((tensor, memory), ()) if t >= alloc), default=span)
+        def freed(item: int, memory: str, alloc: int, *, at_start: bool = False) -> int:
+            # The copy allocated at ``alloc`` goes at the first free after it; a free at
+            # ``alloc`` itself belongs to the copy it replaces (frees come first, E1.6),
+            # except for a graph input's copy, there from time 0.
+            return max(min((t for t in frees.get((tensor, memory), ()) if t > alloc or (at_start and t == alloc)),
+                           default=span)
                        for tensor in data.items[item].tensors)
 
         life: dict[int, tuple[int, int, int]] = {}  # id(copy) -> (alloc, ready, free) in the hint
         for (i, mem), copies in self.copies.items():
             for copy in copies:
                 if copy.kind == "input":
-                    life[id(copy)] = (0, 0, freed(i, mem, 0))
+                    life[id(copy)] = (0, 0, freed(i, mem, 0, at_start=True))
                 elif copy.kind == "run":
                     v, k, c = copy.origin
                     given = starts.get(v, [])
