@@ -245,3 +245,26 @@ def test_export_and_option_errors(tmp_path):
         solve_p3_milp(inst, passes=2)
     with pytest.raises(MonetError, match="unknown MILP solver"):
         solve_p3_milp(inst, milp_solver="gurobi")
+
+
+# ====================================================== property: cpsat == milp
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(3, 5), seed=st.integers(0, 10_000), tight=st.booleans(),
+       objective=st.sampled_from(["latency", "energy"]))
+def test_property_cpsat_and_milp_reach_the_same_optimum(n, seed, tight, objective):
+    """On random tiny two-core DAGs, both P3 backends prove the same optimum over K3."""
+    from hypothesis import assume
+
+    from monet_ilp.formulations.cpsat.p3_model import solve_p3_cpsat
+
+    roomy = dag(n, seed, objective=objective, static=1500 if objective == "energy" else 0)
+    need = p3_data(roomy).min_sram_bytes()
+    inst = dag(n, seed, need + (2 if tight else 40), objective, static=1500 if objective == "energy" else 0)
+    exact = check(inst, solve_p3_cpsat(inst, workers=WORKERS, time_limit=30))
+    mine = milp(inst, time_limit=30, hint=exact.schedule)
+    assume(exact.status is Status.OPTIMAL and mine.status is Status.OPTIMAL)
+    assert exact.objective == mine.objective
