@@ -29,6 +29,7 @@ __all__ = [
     "RunValue",
     "TransferValue",
     "assemble_p3_schedule",
+    "baseline_schedules",
     "p3_data",
     "weighted_coefficients",
     "weighted_scale",
@@ -470,3 +471,27 @@ def assemble_p3_schedule(
              "objective": data.claimed_objective(latency, energy),
              "recomputations": len(runs) - data.n, "transfers": len(moved)}
     return schedule, value
+
+
+def baseline_schedules(instance: Instance) -> list[tuple[bool, Any, Schedule]]:
+    """The list schedules both P3 backends start from, best first.
+
+    Store-all and the memory-aware scheduler (Belady eviction to DRAM), each with
+    layer and op allocation, as ``(feasible, objective, schedule)`` sorted with the
+    evaluator's feasible ones first, then by the instance's objective.
+    """
+    from monet_ilp.evaluate import evaluate
+    from monet_ilp.heuristics.memory_aware import memory_aware_schedule
+    from monet_ilp.heuristics.store_all import store_all_schedule
+
+    found = []
+    for build in (memory_aware_schedule, store_all_schedule):
+        for allocate in ("layer", "op"):
+            try:
+                schedule = build(instance, allocate=allocate)
+            except MonetError:
+                continue
+            metrics = evaluate(instance, schedule)
+            found.append((metrics.feasible, metrics.objective_value, len(found), schedule))
+    found.sort(key=lambda t: (not t[0], t[1], t[2]))
+    return [(ok, value, schedule) for ok, value, _, schedule in found]

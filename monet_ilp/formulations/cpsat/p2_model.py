@@ -11,7 +11,6 @@ is a residence interval in a cumulative; reads choose the copy they use.  With
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
+from monet_ilp.formulations.cpsat.run import configured_solver
 from monet_ilp.formulations.cpsat.p2_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -658,15 +658,7 @@ def solve_p2_cpsat(
         trace = trace_schedule(data, timed_schedule(instance, start))
         stats["hinted_variables"] = built.add_hint(trace)
 
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    if time_limit is not None:
-        p.max_time_in_seconds = float(time_limit)
-    p.num_workers = int(workers) if workers else min(8, os.cpu_count() or 1)
-    p.random_seed = int(seed)
-    p.log_search_progress = bool(log)
-    for key, value in (params or {}).items():
-        setattr(p, key, value)
+    solver = configured_solver(time_limit, workers, seed, log, params)
     code = solver.solve(built.model)
     stats.update(solver_status=solver.status_name(code), solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))

@@ -11,7 +11,6 @@ source copy), on the links' no-overlaps; reads choose the copy they use.
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
+from monet_ilp.formulations.cpsat.run import configured_solver
 from monet_ilp.formulations.p3_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -27,6 +27,7 @@ from monet_ilp.formulations.p3_data import (
     RunValue,
     TransferValue,
     assemble_p3_schedule,
+    baseline_schedules,
     p3_data,
     weighted_coefficients,
     weighted_scale,
@@ -754,15 +755,7 @@ def solve_p3_cpsat(
     if start is not None:
         stats["hinted_variables"] = built.add_hint(start)
 
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    if time_limit is not None:
-        p.max_time_in_seconds = float(time_limit)
-    p.num_workers = int(workers) if workers else min(8, os.cpu_count() or 1)
-    p.random_seed = int(seed)
-    p.log_search_progress = bool(log)
-    for key, value in (params or {}).items():
-        setattr(p, key, value)
+    solver = configured_solver(time_limit, workers, seed, log, params)
     code = solver.solve(built.model)
     stats.update(solver_status=solver.status_name(code), solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))
@@ -829,24 +822,6 @@ def _bound(data: P3Data, bound: float) -> int | float | None:
 
 
 def _baseline(instance: Instance) -> Schedule | None:
-    """The best list schedule as a hint: feasible first, then by the instance's objective.
-
-    Candidates: store-all and the memory-aware scheduler (Belady eviction to DRAM),
-    each with layer and op allocation.
-    """
-    from monet_ilp.evaluate import evaluate
-    from monet_ilp.heuristics.memory_aware import memory_aware_schedule
-    from monet_ilp.heuristics.store_all import store_all_schedule
-
-    best, best_key = None, None
-    for build in (store_all_schedule, memory_aware_schedule):
-        for allocate in ("layer", "op"):
-            try:
-                sched = build(instance, allocate=allocate)
-            except MonetError:
-                continue
-            metrics = evaluate(instance, sched)
-            key = (not metrics.feasible, metrics.objective_value)
-            if best_key is None or key < best_key:
-                best, best_key = sched, key
-    return best
+    """The best list schedule as a hint (``p3_data.baseline_schedules``): feasible first, then by objective."""
+    candidates = baseline_schedules(instance)
+    return candidates[0][2] if candidates else None

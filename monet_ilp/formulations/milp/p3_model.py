@@ -35,6 +35,7 @@ from monet_ilp.formulations.p3_data import (
     RunValue,
     TransferValue,
     assemble_p3_schedule,
+    baseline_schedules,
     p3_data,
     weighted_coefficients,
     weighted_scale,
@@ -1255,23 +1256,8 @@ class _StartValues:
 
 
 def _baseline(instance: Instance) -> list[Schedule]:
-    """The list schedules to start from: memory-aware and store-all, layer and op allocation,
-    the ones the evaluator accepts, best first by the instance's objective."""
-    from monet_ilp.evaluate import evaluate
-    from monet_ilp.heuristics.memory_aware import memory_aware_schedule
-    from monet_ilp.heuristics.store_all import store_all_schedule
-
-    found = []
-    for build in (memory_aware_schedule, store_all_schedule):
-        for allocate in ("layer", "op"):
-            try:
-                schedule = build(instance, allocate=allocate)
-            except MonetError:
-                continue
-            metrics = evaluate(instance, schedule)
-            if metrics.feasible:
-                found.append((metrics.objective_value, len(found), schedule))
-    return [s for _, _, s in sorted(found, key=lambda t: t[:2])]
+    """The list schedules the evaluator accepts (``p3_data.baseline_schedules``), best first."""
+    return [schedule for ok, _, schedule in baseline_schedules(instance) if ok]
 
 
 # ====================================================================== solving

@@ -1,0 +1,25 @@
+"""A CP-SAT solver set up the same way for every interval model (P2, P3)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ortools.sat.python import cp_model
+
+__all__ = ["configured_solver"]
+
+
+def configured_solver(time_limit: float | None, workers: int | None, seed: int, log: bool,
+                      params: dict[str, Any] | None) -> cp_model.CpSolver:
+    """A solver with the time limit, workers (default: the cores, at most 8), seed, log and extra parameters."""
+    solver = cp_model.CpSolver()
+    p = solver.parameters
+    if time_limit is not None:
+        p.max_time_in_seconds = float(time_limit)
+    p.num_workers = int(workers) if workers else min(8, os.cpu_count() or 1)
+    p.random_seed = int(seed)
+    p.log_search_progress = bool(log)
+    for key, value in (params or {}).items():
+        setattr(p, key, value)
+    return solver
