@@ -502,7 +502,8 @@ def _instance_from(path: str, budget: str | None):
               help="P3: 'layer' puts a layer's forward, dX and dW on one core (default: none).")
 @click.option("--max-transfers", type=int, default=None, help="P3: transfers of a tensor into one memory (default 1).")
 @click.option("--no-pin", is_flag=True, help="P3: never pin weights in SRAM.")
-@click.option("--hint", "hint_path", type=click.Path(dir_okay=False), help="Warm start from a schedule file.")
+@click.option("--hint", "hint_path", type=click.Path(dir_okay=False),
+              help="Warm start from a schedule, a ga.json (its best point) or a decisions file.")
 @click.option("--export", "export_path", type=click.Path(dir_okay=False), help="milp: write the model (.mps/.lp).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the schedule JSON here.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
@@ -513,7 +514,7 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
 
     from monet_ilp.evaluate import evaluate
     from monet_ilp.heuristics import store_all
-    from monet_ilp.schedule import load_schedule, save_schedule
+    from monet_ilp.schedule import save_schedule
     from monet_ilp.solve import solve
 
     inst = _instance_from(path, budget)
