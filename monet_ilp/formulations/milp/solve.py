@@ -315,12 +315,10 @@ def _highs_solve(arrays: Mapping[str, Any], *, relax: bool, threads: int,
     """Run HiGHS here; ``report(kind, payload)`` receives incumbents and bounds as they come."""
     import highspy
 
-    if _HIGHS_THREADS and _HIGHS_THREADS[0] != threads:
-        # HiGHS refuses to run when the thread count changes under a live scheduler.
-        highspy.Highs.resetGlobalScheduler(True)
-        _HIGHS_THREADS.clear()
-    if not _HIGHS_THREADS:
-        _HIGHS_THREADS.append(threads)
+    # HiGHS refuses to run when the thread count differs from its live global scheduler's,
+    # and the P2/P3 backends (PuLP's HiGHS) start that scheduler too: reset it every time.
+    highspy.Highs.resetGlobalScheduler(True)
+    _HIGHS_THREADS[:] = [threads]
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(log))
     h.setOptionValue("threads", int(threads))
