@@ -21,5 +21,8 @@ def configured_solver(time_limit: float | None, workers: int | None, seed: int, 
     p.random_seed = int(seed)
     p.log_search_progress = bool(log)
     for key, value in (params or {}).items():
-        setattr(p, key, value)
+        if isinstance(value, (list, tuple)):  # repeated fields (e.g. extra_subsolvers) are extended
+            getattr(p, key).extend(value)
+        else:
+            setattr(p, key, value)
     return solver
