@@ -14,7 +14,6 @@ import functools
 import heapq
 import math
 import random
-from pathlib import Path
 
 import pytest
 

@@ -18,7 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
-from monet_ilp.formulations.cpsat.run import configured_solver
+from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
 from monet_ilp.formulations.cpsat.p2_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -673,14 +673,14 @@ def solve_p2_cpsat(
                              message=f"model bug: {built.model.validate()}")
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = solver.best_objective_bound
-        return BackendResult(Status.UNKNOWN, bound=_integer_bound(bound) if math.isfinite(bound)
+        return BackendResult(Status.UNKNOWN, bound=integer_bound(bound) if math.isfinite(bound)
                              else None, stats=stats,
                              message=f"no schedule found ({solver.status_name(code)})")
     schedule = built.schedule(solver, {"backend": "cpsat", "model": stats["model"]})
     value = schedule_value(data, schedule)
     stats.update(recomputations=value["recomputations"], transfers=value["transfers"])
     solver_value = round(solver.objective_value)
-    bound = _integer_bound(solver.best_objective_bound)
+    bound = integer_bound(solver.best_objective_bound)
     if code == cp_model.OPTIMAL:
         if value["objective"] != solver_value:
             return BackendResult(Status.ERROR, schedule, value["objective"], bound,
@@ -690,8 +690,3 @@ def solve_p2_cpsat(
                              f"optimal ({limits})", stats)
     return BackendResult(Status.FEASIBLE, schedule, value["objective"], bound,
                          f"time limit ({limits})", stats)
-
-
-def _integer_bound(bound: float) -> int:
-    """A bound on an integer objective, rounded up (with a margin for float noise)."""
-    return math.ceil(bound - 1e-6)

@@ -18,7 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
-from monet_ilp.formulations.cpsat.run import configured_solver
+from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
 from monet_ilp.formulations.p3_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -516,14 +516,14 @@ class P3CpModel:
     def add_hint(self, schedule: Schedule) -> int:
         """Hint run starts, cores and variants, transfers and pins from a timed schedule.
 
-        Runs are matched by op and start order; transfers by item, destination and
-        order (an item's first tensor); copies' frees and read choices are left to
-        the solver.  Returns the number of hinted variables.
+        Runs are matched by op and start order; transfers by tensor, destination and
+        order; each copy's free is the tensor's first free after the copy's allocation,
+        and each read and transfer source is the copy holding the tensor over it.
+        Returns the number of hinted variables.
         """
         m, data = self.model, self.data
         index = {op.id: op.index for op in data.ops}
         pinned_mems = {(t, mem) for t, mem in schedule.pinned}
-        p_index = {p.id: p.index for p in data.persistent}
         hinted = 0
 
         def hint(var, value) -> None:
@@ -823,7 +823,7 @@ def _bound(data: P3Data, bound: float) -> int | float | None:
         return None
     if data.objective is Objective.WEIGHTED:
         return bound / weighted_scale(data) * (1 - 1e-12)
-    return math.ceil(bound - 1e-6)
+    return integer_bound(bound)
 
 
 def _baseline(instance: Instance) -> Schedule | None:

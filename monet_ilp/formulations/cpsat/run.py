@@ -1,13 +1,14 @@
-"""A CP-SAT solver set up the same way for every interval model (P2, P3)."""
+"""A CP-SAT solver set up the same way for every interval model (P2, P3), and its bound."""
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
 from ortools.sat.python import cp_model
 
-__all__ = ["configured_solver"]
+__all__ = ["configured_solver", "integer_bound"]
 
 
 def configured_solver(time_limit: float | None, workers: int | None, seed: int, log: bool,
@@ -26,3 +27,8 @@ def configured_solver(time_limit: float | None, workers: int | None, seed: int, 
         else:
             setattr(p, key, value)
     return solver
+
+
+def integer_bound(bound: float) -> int:
+    """A solver's bound on an integer objective, rounded up (with a margin for float noise)."""
+    return math.ceil(bound - 1e-6)
