@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from monet_ilp import progress
 from monet_ilp.errors import MonetError
 
 console = Console(width=None if sys.stdout.isatty() else 120)
@@ -28,9 +29,13 @@ DTYPE = click.Choice(["fp32", "bf16", "fp16", "int8"])
 
 @contextmanager
 def working(message: str) -> Iterator[None]:
-    """A spinner on stderr for steps that may take more than a second."""
+    """A spinner on stderr for steps that may take more than a second.
+
+    What the step reports through :mod:`monet_ilp.progress` replaces the spinner's text.
+    """
     if err_console.is_terminal:
-        with err_console.status(message):
+        with err_console.status(message) as status, progress.listening(
+                lambda step: status.update(f"{message}: {step}")):
             yield
     else:
         yield

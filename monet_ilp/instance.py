@@ -17,9 +17,11 @@ picojoules.  Fractional inputs are scaled once, here, at creation:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from fractions import Fraction
 from pathlib import Path
 from types import MappingProxyType
@@ -162,6 +164,23 @@ class Instance:
     def links_between(self, a: str, b: str) -> tuple[LinkSpec, ...]:
         return tuple(l for l in self.links if l.connects(a, b))
 
+    @cached_property
+    def fingerprint(self) -> str:
+        """What a schedule depends on, hashed: graph, cores, memories, links and costs.
+
+        Capacities, the objective, its weights and limits, the name and ``meta`` are
+        left out: a schedule made for this graph on this hardware stays meaningful
+        input under another budget or objective (the evaluator then reports what it
+        breaks), while one made for another graph or hardware does not.
+        """
+        data = self.to_dict()
+        for key in ("name", "objective", "alpha", "runtime_limit_cycles", "meta", "format", "version"):
+            data.pop(key)
+        for memory in data["memories"]:
+            memory.pop("capacity_bytes")
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     @property
     def budget_bytes(self) -> int:
         """Capacity of the first core's memory: the budget of P1 and P2."""
@@ -180,7 +199,7 @@ class Instance:
             "problem": str(self.problem),
             "objective": str(self.objective),
             "cores": [{"id": c.id, "memory": c.memory} for c in self.cores],
-            "memories": [m.__dict__ for m in self.memories],
+            "memories": [dict(m.__dict__) for m in self.memories],
             "links": [{**l.__dict__, "endpoints": list(l.endpoints)} for l in self.links],
             "input_home": self.input_home,
             "persistent_home": self.persistent_home,

@@ -17,6 +17,7 @@ from typing import Any, Mapping
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph.ir import read_json
+from monet_ilp.instance import Instance
 
 FORMAT_NAME = "monet-ilp/schedule"
 FORMAT_VERSION = 1
@@ -166,8 +167,29 @@ def schedule_from_dict(data: Mapping[str, Any], *, source: str | None = None) ->
     raise fail(f"unknown schedule kind {kind!r} (expected \"timed\" or \"sequence\")", "kind")
 
 
-def load_schedule(path: str | Path) -> Schedule | Sequence:
-    return schedule_from_dict(read_json(path), source=str(path))
+def load_schedule(path: str | Path, instance: Instance | None = None) -> Schedule | Sequence:
+    """Read a schedule; with ``instance``, also check that it was made for it (:func:`check_made_for`)."""
+    schedule = schedule_from_dict(read_json(path), source=str(path))
+    if instance is not None:
+        check_made_for(schedule, instance, source=str(path))
+    return schedule
+
+
+def check_made_for(schedule: Schedule | Sequence, instance: Instance, *, source: str | None = None) -> None:
+    """Raise if ``schedule`` records the fingerprint of another instance.
+
+    Schedules from :func:`monet_ilp.solve.solve` carry ``meta["instance"]``, the
+    :attr:`~monet_ilp.instance.Instance.fingerprint` of what they solve.  One made for
+    another graph or hardware would only produce a wall of violations; schedules
+    without a fingerprint (hand-written, older files) are accepted.
+    """
+    made_for = schedule.meta.get("instance")
+    if made_for is not None and made_for != instance.fingerprint:
+        raise MonetError(
+            f"this schedule was made for another instance (fingerprint {made_for}, "
+            f"but {instance.name!r} has {instance.fingerprint})", file=source, field="meta.instance",
+            fix="pass the instance the schedule was solved for, or solve this instance "
+                "(`monet-ilp solve INSTANCE --out SCHEDULE`)")
 
 
 def _int(x: Any) -> int:

@@ -9,7 +9,7 @@ the gap.  A mismatch is a bug and is reported as status ``error``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Callable, Mapping
@@ -22,7 +22,7 @@ from monet_ilp.schedule import Schedule, Sequence
 class Status(StrEnum):
     OPTIMAL = "optimal"  # proven by the solver: gap 0 within tolerance
     FEASIBLE = "feasible"  # a verified schedule, not proven optimal
-    INFEASIBLE = "infeasible"  # proven: no schedule exists
+    INFEASIBLE = "infeasible"  # proven: no schedule exists; heuristics: their schedule breaks the instance
     UNKNOWN = "unknown"  # no schedule and no proof (e.g. time limit)
     ERROR = "error"  # the backend failed, or its claim disagrees with the evaluator
 
@@ -32,7 +32,10 @@ class BackendResult:
     """What a backend returns before verification.
 
     ``objective`` is the backend's own value for ``schedule``; ``bound`` the best
-    proven lower bound on the optimum (``None`` if it has none).
+    proven lower bound on the optimum (``None`` if it has none).  ``source`` says
+    where the schedule came from when it is not the backend's own search: a
+    ``hint:<name>`` the solver returned because it found nothing better, a
+    ``heuristic:<name>``, ...  Left empty, the source is the backend's name.
     """
 
     status: Status
@@ -41,11 +44,17 @@ class BackendResult:
     bound: int | float | None = None
     message: str = ""
     stats: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
 
 
 @dataclass(frozen=True)
 class Result:
-    """A verified result: status, schedule, objective, bound, gap, time and metrics."""
+    """A verified result: status, schedule, objective, bound, gap, time and metrics.
+
+    ``source`` names what produced the schedule (``cpsat``, ``milp``,
+    ``hint:memory_aware``, ``heuristic:greedy``, ...; empty without a schedule); the
+    schedule's ``meta`` carries it too, with the fingerprint of the instance it solves.
+    """
 
     backend: str
     status: Status
@@ -57,6 +66,7 @@ class Result:
     metrics: Any = None  # monet_ilp.evaluate.Metrics of the schedule, when there is one
     message: str = ""
     stats: Mapping[str, Any] = field(default_factory=dict)
+    source: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
@@ -65,6 +75,7 @@ class Result:
         return {
             "backend": self.backend,
             "status": str(self.status),
+            "source": self.source,
             "objective": self.objective,
             "bound": self.bound,
             "gap": self.gap,
@@ -82,9 +93,19 @@ Backend = Callable[..., BackendResult]
 _BACKENDS: dict[str, Callable[[], Backend]] = {}
 
 
-def register_backend(name: str, loader: Callable[[], Backend]) -> None:
-    """Register a backend; ``loader`` imports it lazily (solver libraries are heavy)."""
+#: Backends that promise no feasibility: a schedule of theirs that breaks the
+#: instance is reported ``infeasible`` (with the violation), not ``error``.
+_HEURISTICS: set[str] = set()
+
+
+def register_backend(name: str, loader: Callable[[], Backend], *, heuristic: bool = False) -> None:
+    """Register a backend; ``loader`` imports it lazily (solver libraries are heavy).
+
+    ``heuristic`` backends make no claim that their schedule is feasible.
+    """
     _BACKENDS[name] = loader
+    if heuristic:
+        _HEURISTICS.add(name)
 
 
 def backends() -> tuple[str, ...]:
@@ -135,28 +156,56 @@ def solve(
         raise MonetError(f"unknown backend {backend!r}", field="backend",
                          fix=(f"did you mean {close[0]!r}? " if close else "")
                          + f"use one of: {', '.join(backends())}")
+    check_limits(time_limit, workers)
     run = _BACKENDS[backend]()
     start = time.perf_counter()
     raw = run(instance, time_limit=time_limit, workers=workers, hint=hint, **options)
     wall = time.perf_counter() - start
-    metrics = evaluate(instance, raw.schedule) if raw.schedule is not None else None
+    schedule, source = raw.schedule, ""
+    if schedule is not None:
+        source = raw.source or backend
+        schedule = stamp(schedule, instance, source)
+    metrics = evaluate(instance, schedule) if schedule is not None else None
     status, message, objective = raw.status, raw.message, raw.objective
     if metrics is not None:
         if not metrics.feasible:
             kinds = ", ".join(sorted(metrics.violation_counts))
-            status = Status.ERROR
-            message = f"the evaluator rejects the schedule ({kinds}); {message}".rstrip("; ")
+            first = metrics.violations[0].message
+            if backend in _HEURISTICS:  # a heuristic promises no feasibility: its miss is no bug
+                status = Status.INFEASIBLE
+                message = (f"the {source} schedule breaks the instance "
+                           f"({len(metrics.violations)} violations: {kinds}; first: {first})")
+            else:
+                status = Status.ERROR
+                message = f"the evaluator rejects the schedule ({kinds}; first: {first}); {message}".rstrip("; ")
         elif objective is not None and objective != metrics.objective_value:
             status = Status.ERROR
             message = (f"backend claims objective {objective} but the evaluator finds "
                        f"{metrics.objective_value}; this is a bug in {backend}")
         objective = metrics.objective_value
     bound = raw.bound
-    gap = gap_of(objective, bound) if status is not Status.ERROR else None
+    gap = gap_of(objective, bound) if status in (Status.OPTIMAL, Status.FEASIBLE) else None
     if status is Status.OPTIMAL and (gap is None or gap > GAP_TOLERANCE):
         status = Status.FEASIBLE
-    return Result(backend, status, raw.schedule, objective, bound,
-                  gap, wall, metrics, message, raw.stats)
+    return Result(backend, status, schedule, objective, bound,
+                  gap, wall, metrics, message, raw.stats, source)
+
+
+def check_limits(time_limit: float | None, workers: int | None) -> None:
+    """Reject a time limit or thread count that no run can honour (``None`` means the default)."""
+    if time_limit is not None and (isinstance(time_limit, bool) or not time_limit > 0
+                                   or time_limit == float("inf")):
+        raise MonetError(f"time limit {time_limit!r} is not a positive number of seconds",
+                         field="time_limit", fix="give a positive number of seconds, e.g. 60")
+    if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
+        raise MonetError(f"workers {workers!r} is not a positive whole number", field="workers",
+                         fix="give 1 or more solver threads, e.g. 2")
+
+
+def stamp(schedule: Schedule | Sequence, instance: Instance, source: str) -> Schedule | Sequence:
+    """``schedule`` with its source and the fingerprint of ``instance`` in its ``meta``."""
+    meta = {**schedule.meta, "source": source, "instance": instance.fingerprint}
+    return replace(schedule, meta=meta)
 
 
 def _heuristic_loader(name: str) -> Callable[[], Backend]:
@@ -168,7 +217,8 @@ def _heuristic_loader(name: str) -> Callable[[], Backend]:
 
         def run(instance, *, time_limit=None, workers=None, hint=None, **options):
             schedule = heuristic(instance)
-            return BackendResult(Status.FEASIBLE, schedule, message=f"heuristic {name}")
+            return BackendResult(Status.FEASIBLE, schedule, message=f"heuristic {name}",
+                                 source=f"heuristic:{name}")
 
         return run
 
@@ -176,7 +226,7 @@ def _heuristic_loader(name: str) -> Callable[[], Backend]:
 
 
 for _name in ("store_all", "sqrt", "greedy", "memory_aware"):
-    register_backend(f"heuristic:{_name}", _heuristic_loader(_name))
+    register_backend(f"heuristic:{_name}", _heuristic_loader(_name), heuristic=True)
 
 
 def _lazy(module: str, attr: str) -> Callable[[], Backend]:
@@ -211,4 +261,5 @@ register_backend("milp", _by_problem(_lazy("monet_ilp.formulations.milp", "solve
                                      _lazy("monet_ilp.formulations.milp.p2_model", "solve_p2_milp"),
                                      _lazy("monet_ilp.formulations.milp.p3_model", "solve_p3_milp")))
 register_backend("dp", _lazy("monet_ilp.formulations.dp", "solve_dp"))
-register_backend("heuristic:lp-round", _lazy("monet_ilp.formulations.milp", "solve_lp_rounding"))
+register_backend("heuristic:lp-round", _lazy("monet_ilp.formulations.milp", "solve_lp_rounding"),
+                 heuristic=True)

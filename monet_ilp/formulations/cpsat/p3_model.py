@@ -782,6 +782,7 @@ def solve_p3_cpsat(
         if fallback is not None:  # the best schedule known is the hint: return it, with the bound
             stats["solution"] = "hint"
             return BackendResult(Status.FEASIBLE, start, fallback, bound, stats=stats,
+                                 source=f"hint:{stats['hint']}",
                                  message=f"CP-SAT found no schedule of its own in the time limit "
                                          f"({solver.status_name(code)}); returning the hint ({stats['hint']})")
         return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,

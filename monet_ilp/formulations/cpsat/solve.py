@@ -157,7 +157,8 @@ def solve_cpsat(
     bound = _bound(solver, trivial_bound, None)
     if chosen is not None and chosen.fits(grid) and _within_computes(chosen, max_computes):
         return _result(instance, grid, chosen, Status.FEASIBLE, min(bound, chosen.cost), stats, started,
-                       f"time limit reached before CP-SAT found a schedule; returning the {chosen.source} hint")
+                       f"time limit reached before CP-SAT found a schedule; returning the {chosen.source} hint",
+                       source=f"hint:{chosen.source}")
     stats["wall_seconds"] = round(time.perf_counter() - started, 3)
     return BackendResult(Status.UNKNOWN, None, None, bound,
                          "time limit reached with no schedule and no proof", stats)
@@ -343,7 +344,8 @@ def _bound(solver, trivial: int, objective: int | None) -> int:
     return bound if objective is None else min(bound, objective)
 
 
-def _result(instance, grid, completion, status, bound, stats, started, message) -> BackendResult:
+def _result(instance, grid, completion, status, bound, stats, started, message,
+            source: str = "cpsat") -> BackendResult:
     plan = completion.computations(grid)
     sequence = sequence_of(instance.graph, plan, meta={
         "backend": "cpsat", "encoding": stats["encoding"], "compute_cycles": completion.cost,
@@ -352,7 +354,7 @@ def _result(instance, grid, completion, status, bound, stats, started, message) 
     stats["recomputations"] = len(completion.cells) - grid.n
     stats["model_peak_bytes"] = completion.peak * grid.scale
     stats["wall_seconds"] = round(time.perf_counter() - started, 3)
-    return BackendResult(status, sequence, completion.cost, bound, message, stats)
+    return BackendResult(status, sequence, completion.cost, bound, message, stats, source)
 
 
 def _infeasible(instance, grid, stats, started, time_limit, workers, encoding) -> BackendResult:

@@ -1628,6 +1628,7 @@ def solve_p3_milp(
     if best is None:
         return done(Status.UNKNOWN, bound=bound, message=f"no schedule found ({run.detail})")
     schedule, value = best["schedule"], best["value"]
+    source = "milp" if best["source"] == "milp" else f"hint:{best['source']}"
     stats.update(solution=best["source"], recomputations=value["recomputations"],
                  transfers=value["transfers"], pins=len(schedule.pinned),
                  latency_cycles=value["latency_cycles"], energy_pj=value["energy_pj"])
@@ -1637,9 +1638,9 @@ def solve_p3_milp(
                         message=f"model bug: the MILP optimum {run.objective} differs from its "
                                 f"schedule's {best['milp']}")
         return done(Status.OPTIMAL, schedule=schedule, objective=value["objective"],
-                    bound=value["objective"], message=f"optimal ({limits})")
+                    bound=value["objective"], message=f"optimal ({limits})", source=source)
     return done(Status.FEASIBLE, schedule=schedule, objective=value["objective"], bound=bound,
-                message=f"time limit ({limits})")
+                message=f"time limit ({limits})", source=source)
 
 
 def deadline_left(deadline: float | None) -> bool:

@@ -731,6 +731,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
         return done(Status.INFEASIBLE, message=infeasible_message(instance, built,
                                                                   deadline=deadline))
     values = run.values if run.values is not None else start
+    source = "milp" if values is not start else f"hint:{stats.get('start')}"
     if values is None:
         status = Status.UNKNOWN if run.status == "limit" else Status.ERROR
         return done(status, bound=bound, message=f"no schedule found ({run.detail})")
@@ -743,6 +744,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
         # rejects: fall back to the start, which the replay accepted.
         stats["rejected_solution"] = cost.problem
         run.status = "feasible"
+        source = f"hint:{stats.get('start')}"
         sequence, cost = sequence_of_plan(data, prune_plan(data, plan_from_values(
             data, built.x, start)), meta=meta)
     if not cost.valid:
@@ -755,7 +757,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     status = Status.OPTIMAL if proven else Status.FEASIBLE
     message = "optimal in stage form" if proven else f"stopped: {run.detail}"
     return done(status, schedule=sequence, objective=cost.compute_cycles, bound=bound,
-                message=message)
+                message=message, source=source)
 
 
 def lp_bound(instance: Instance, *, time_limit: float | None = None, workers: int | None = None,
