@@ -16,7 +16,24 @@ output size        ``cost_ram`` (bytes, > 0)     ``out_cost`` (bytes, > 0)
 =================  ============================  =============================
 
 Optional node attributes: ``backward`` (bool, default false), ``name`` (str),
-``layer`` (str) and ``virtual`` (bool; see :func:`to_node_link`).  Edges are read
+``layer`` (str) and ``virtual`` (bool; see :func:`to_node_link`).  Files written by
+:func:`to_node_link` also carry the monet-ilp extras below, so that a round trip
+keeps what the IR knows of each op; Checkmate and Moccasin readers ignore them,
+and files without them import as if they were absent:
+
+===============  =====================================================  ===========
+attribute        meaning                                                default
+===============  =====================================================  ===========
+``kind``         op kind: ``forward``, ``backward_data``,               from
+                 ``backward_weight``, ``loss`` or ``optimizer``         ``backward``
+``op_type``      the op's type (``Gemm+Relu``, ``cross_entropy``, ...)  ``"node"``
+``macs``         multiply-accumulates (int >= 0)                        0
+``flops``        floating-point operations (int >= 0)                   0
+``members``      source (ONNX) node names fused into the op (list)      ``[name]``
+===============  =====================================================  ===========
+
+``kind`` and ``backward`` must agree when both are given: ``backward`` is false
+exactly for ``forward`` and ``loss`` (the loss closes the forward pass).  Edges are read
 from ``"links"`` or ``"edges"``; each ``{"source": u, "target": v}`` means *v reads
 u's output*.  Parallel edges of a multigraph (keys ``"0"``, ``"1"``, ...) collapse
 into one.  Node ids may be ints or strings; op ids are ``str(id)``.
@@ -27,21 +44,30 @@ topological order of the node list is used.
 
 Mapping onto the IR
 -------------------
-Each node becomes one op (``op_type`` ``"node"``, kind ``forward`` or, when
+Each node becomes one op (``kind``, ``op_type``, ``macs``, ``flops`` and ``layer``
+from the attributes above; without ``kind`` the op is ``forward`` or, when
 ``backward`` is true, ``backward_data``; ``cost`` = the compute cost, kept ``int``
-when it is one; ``macs = flops = 0``) with exactly one shapeless fp32 output tensor
-named :func:`output_tensor_id` (kind ``activation`` or ``activation_grad``;
-``bytes`` = the output size).  A node ``name`` distinct from its id is kept as the
-op's single ``members`` entry.
+when it is one) with exactly one shapeless fp32 output tensor named
+:func:`output_tensor_id` (kind ``activation`` or, when ``backward`` is true,
+``activation_grad``; ``bytes`` = the output size).  ``members`` become the op's
+members; without them a node ``name`` distinct from its id is kept as the op's
+single ``members`` entry.
+
+A round trip therefore keeps every op's id, kind, type, layer, MACs, FLOPs, cost
+and members, and the op-level edges; it does not keep tensors without a producer
+(graph inputs, weights), several outputs of one op (they merge into one), tensor
+shapes and kinds beyond activation / activation_grad, ``dims`` or ``forward_of``.
 
 Errors
 ------
 Every failure names the file (when read from one), the field and the fix:
 :class:`~monet_ilp.errors.InputFormatError` for malformed input (not JSON, missing
-``nodes``/``links``, a node without cost or size, wrong value types, an ``order``
-that is not a permutation of the nodes) and :class:`~monet_ilp.errors.GraphError`
-for a structurally wrong graph (size <= 0, negative cost, an edge naming an unknown
-node, a self loop, a cycle, an ``order`` that is not topological).
+``nodes``/``links``, a node without cost or size, wrong value types, an unknown
+``kind`` or one that contradicts ``backward``, an ``order`` that is not a
+permutation of the nodes) and :class:`~monet_ilp.errors.GraphError` for a
+structurally wrong graph (size <= 0, negative cost, negative or fractional
+``macs``/``flops``, an edge naming an unknown node, a self loop, a cycle, an
+``order`` that is not topological).
 """
 
 from __future__ import annotations
@@ -86,6 +112,11 @@ def node_op(
     backward: bool = False,
     layer: str = "",
     name: str | None = None,
+    kind: OpKind | None = None,
+    op_type: str = "node",
+    macs: int = 0,
+    flops: int = 0,
+    members: Sequence[str] | None = None,
 ) -> tuple[Op, Tensor | None]:
     """Make the op (and its output tensor) of one node of a node-link style DAG.
 
@@ -104,12 +135,20 @@ def node_op(
     inputs
         Op ids of the node's predecessors, in the order the op reads them.
     backward
-        Whether the node belongs to the backward pass.
+        Whether the node belongs to the backward pass (its output is then an
+        ``activation_grad``).
     layer
         Layer label copied to the op and its output.
     name
         The node's name; kept as the op's only ``members`` entry when it differs
-        from ``op_id``.
+        from ``op_id`` and ``members`` is not given.
+    kind
+        The op kind; ``None`` means ``backward_data`` if ``backward`` else
+        ``forward``.  The caller keeps it consistent with ``backward``.
+    op_type, macs, flops
+        Copied to the op (a node-link file supplies them only as extras).
+    members
+        The op's members; ``None`` derives them from ``name``.
 
     Returns
     -------
@@ -126,15 +165,21 @@ def node_op(
             dtype=DType.FP32,
             layer=layer,
         )
+    if kind is None:
+        kind = OpKind.BACKWARD_DATA if backward else OpKind.FORWARD
+    if members is None:
+        members = (name,) if name is not None and name != op_id else ()
     op = Op(
         id=op_id,
-        kind=OpKind.BACKWARD_DATA if backward else OpKind.FORWARD,
-        op_type="node",
+        kind=kind,
+        op_type=op_type,
         inputs=tuple(output_tensor_id(p) for p in inputs),
         outputs=(tensor.id,) if tensor is not None else (),
         layer=layer,
+        macs=macs,
+        flops=flops,
         cost=cost,
-        members=(name,) if name is not None and name != op_id else (),
+        members=tuple(members),
     )
     return op, tensor
 
@@ -277,7 +322,7 @@ def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             )
         raw_id_of[op_id] = raw["id"]
         where = f"nodes.{op_id}"
-        backward = _flag(raw, "backward", where)
+        kind, backward = _kind_and_backward(raw, op_id, where)
         virtual = _flag(raw, "virtual", where)
         nodes[op_id] = {
             "cost": _cost(raw, op_id, where),
@@ -287,6 +332,11 @@ def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "backward": backward,
             "layer": _optional_str(raw, "layer", where) or "",
             "name": _optional_str(raw, "name", where),
+            "kind": kind,
+            "op_type": _optional_str(raw, "op_type", where) or "node",
+            "macs": _count(raw, "macs", op_id, where),
+            "flops": _count(raw, "flops", op_id, where),
+            "members": _members(raw, where),
         }
     return nodes
 
@@ -352,6 +402,66 @@ def _size(raw: Mapping[str, Any], op_id: str, where: str) -> int:
         )
     # Integral floats (e.g. 1024.0 from a float-typed exporter) are whole bytes.
     return int(size)
+
+
+def _kind_and_backward(
+    raw: Mapping[str, Any], op_id: str, where: str
+) -> tuple[OpKind | None, bool]:
+    """The node's op kind (``None`` if not given) and its ``backward`` flag.
+
+    A kind without ``backward`` implies the flag; both given must agree, since the
+    flag alone decides what Checkmate/Moccasin readers of the same file see.
+    """
+    if raw.get("kind") is None:
+        return None, _flag(raw, "backward", where)
+    value = raw["kind"]
+    kinds = [k.value for k in OpKind]
+    if value not in kinds:
+        raise InputFormatError(
+            f"node {op_id!r}: kind = {value!r} is not an op kind",
+            field=f"{where}.kind",
+            fix=f"use one of: {', '.join(kinds)} (or drop the attribute)",
+        )
+    kind = OpKind(value)
+    implied = kind not in _FORWARD_HALF
+    backward = _flag(raw, "backward", where) if "backward" in raw else implied
+    if backward != implied:
+        raise InputFormatError(
+            f"node {op_id!r} has kind {kind.value!r} but backward = {str(backward).lower()}",
+            field=f"{where}.backward",
+            fix="set backward to false for forward and loss nodes and to true for the "
+            "other kinds, or drop one of the two attributes",
+        )
+    return kind, backward
+
+
+def _count(raw: Mapping[str, Any], key: str, op_id: str, where: str) -> int:
+    """An optional whole, non-negative count (``macs``, ``flops``); 0 when absent or null."""
+    if raw.get(key) is None:
+        return 0
+    value = _number(raw[key], key, op_id, where)
+    if value < 0 or value != int(value):
+        raise GraphError(
+            f"node {op_id!r} has {key} = {value!r}; it must be a whole number >= 0",
+            field=f"{where}.{key}",
+            fix=f"give {key} as a non-negative integer, or drop it",
+        )
+    # Integral floats (1e6 from a float-typed exporter) are whole counts.
+    return int(value)
+
+
+def _members(raw: Mapping[str, Any], where: str) -> tuple[str, ...] | None:
+    """The node's ``members`` list, or ``None`` to derive members from its name."""
+    value = raw.get("members")
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(m, str) for m in value):
+        raise InputFormatError(
+            f"members = {value!r} is not a list of strings",
+            field=f"{where}.members",
+            fix="write members as a list of node names, or drop it",
+        )
+    return tuple(value)
 
 
 def _flag(raw: Mapping[str, Any], key: str, where: str) -> bool:
@@ -486,12 +596,14 @@ def to_node_link(graph: TrainingGraph) -> dict[str, Any]:
     One node per op, in op order: ``id`` (the op id), ``name`` (the op's single
     ``members`` entry if it has exactly one, else the op id), ``cost_cpu``
     (``op.cost``, or ``op.flops`` when the op has no supplied cost), ``cost_ram``
-    (total bytes of the op's outputs), ``backward``, ``kind`` and ``layer``.
+    (total bytes of the op's outputs), ``backward``, and the extras ``kind``,
+    ``op_type``, ``layer``, ``macs``, ``flops`` and (when the op has any)
+    ``members``, which :func:`from_node_link` reads back (see the module
+    docstring for what a round trip keeps).
 
     ``backward`` is true for every op outside the forward half of the iteration,
     i.e. every kind except ``forward`` and ``loss`` (the loss closes the forward
-    pass).  Optimizer updates therefore count as backward.  ``kind`` is
-    informational; :func:`from_node_link` reads only ``backward``.
+    pass).  Optimizer updates therefore count as backward.
 
     Ops with no outputs (e.g. optimizer updates that rewrite persistent tensors in
     place) get ``cost_ram = 1`` -- Checkmate/Moccasin need a positive size -- and
@@ -521,8 +633,13 @@ def to_node_link(graph: TrainingGraph) -> dict[str, Any]:
             "cost_ram": sum(graph.tensor(t).bytes for t in op.outputs) or 1,
             "backward": op.kind not in _FORWARD_HALF,
             "kind": str(op.kind),
+            "op_type": op.op_type,
             "layer": op.layer,
+            "macs": op.macs,
+            "flops": op.flops,
         }
+        if op.members:
+            node["members"] = list(op.members)
         if not op.outputs:
             node["virtual"] = True
         nodes.append(node)

@@ -10,7 +10,6 @@ optimizer ops.
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
@@ -77,7 +76,9 @@ def from_onnx(
         ``"cross_entropy"`` (logits over the last axis) or ``"mse"``.
     allow_unknown
         Treat ops without an autodiff rule as elementwise (saving their inputs)
-        instead of failing; the graph's ``meta["unknown_ops"]`` lists them.
+        instead of failing; the graph's ``meta["unknown_ops"]`` lists them as
+        ``"<node name>:<op type>"``.  No Python warning is emitted: callers
+        report ``meta["unknown_ops"]`` themselves.
     output
         The graph output that feeds the loss, when the model has several.
     input_shapes, batch
@@ -402,7 +403,8 @@ class _Importer:
                     field=f"node {n.name}",
                     fix="pass --allow-unknown to treat it as elementwise, or replace the op",
                 )
-            warnings.warn(f"treating unknown op {n.op_type} (node {n.name}) as elementwise", stacklevel=3)
+            # Recorded in meta, not warned: the caller opted in, and the CLI prints
+            # its own note per entry (a Python warning would add a source path).
             self.unknown_ops.append(f"{n.name}:{n.op_type}")
             rule = _elementwise_unknown
         ctx = _RuleContext(self, n, inputs)

@@ -18,6 +18,7 @@ from monet_ilp.graph.node_link import (
     to_node_link,
 )
 from monet_ilp.graph.random_dag import random_layered
+from monet_ilp.graph.zoo import mlp
 
 
 def write(tmp_path, data, name="graph.json"):
@@ -163,6 +164,53 @@ def test_round_trip_of_node_link_graphs(tmp_path):
         assert again.tensors == graph.tensors
         assert edges_of(again) == edges_of(graph)
         assert [op.id for op in again.ops] == [op.id for op in graph.ops]
+
+
+def test_round_trip_of_a_zoo_graph_keeps_kinds_and_macs(tmp_path):
+    graph = mlp(depth=2, width=16, batch=4)
+    path = tmp_path / "mlp.json"
+    save_node_link(graph, path)
+    again = from_node_link(path)
+    assert [op.id for op in again.ops] == [op.id for op in graph.ops]
+    for op in graph.ops:
+        back = again.op(op.id)
+        assert (back.kind, back.op_type, back.layer, back.macs, back.flops, back.members) == (
+            op.kind, op.op_type, op.layer, op.macs, op.flops, op.members
+        ), op.id
+        assert back.cost == op.flops  # the zoo graph has no supplied cost: FLOPs stand in
+    assert {op.kind for op in again.ops} == set(OpKind)
+    assert sum(op.macs for op in again.ops) == sum(op.macs for op in graph.ops) > 0
+    assert edges_of(again) == edges_of(graph)
+    # The extras are plain node attributes next to what Checkmate readers expect.
+    node = json.loads(path.read_text())["nodes"][0]
+    assert {"cost_cpu", "cost_ram", "backward", "name"} <= node.keys()
+    assert (node["kind"], node["macs"]) == ("forward", graph.ops[0].macs)
+
+
+def test_files_without_the_extras_import_as_before():
+    graph = from_node_link(checkmate_graph())
+    assert all(op.op_type == "node" and op.macs == 0 and op.flops == 0 for op in graph.ops)
+    assert [op.kind for op in graph.ops] == [OpKind.FORWARD] * 3 + [OpKind.BACKWARD_DATA] * 2
+    assert [op.members for op in graph.ops] == [("conv1",), (), ("loss",), (), ()]
+    assert not graph.has_loss
+    # null extras count as absent, as null names and layers do.
+    data = checkmate_graph()
+    data["nodes"][0].update(kind=None, op_type=None, macs=None, flops=None, members=None)
+    assert from_node_link(data) == graph
+
+
+def test_kind_without_backward_implies_the_flag():
+    data = checkmate_graph()
+    data["nodes"][2]["kind"] = "loss"
+    for node in data["nodes"][3:]:
+        del node["backward"]
+        node["kind"] = "backward_weight"
+    graph = from_node_link(data)
+    assert [op.kind for op in graph.ops] == [OpKind.FORWARD] * 2 + [OpKind.LOSS] + [
+        OpKind.BACKWARD_WEIGHT
+    ] * 2
+    assert graph.tensor(output_tensor_id("2")).kind is TensorKind.ACTIVATION
+    assert graph.tensor(output_tensor_id("4")).kind is TensorKind.ACTIVATION_GRAD
 
 
 def test_export_is_readable_by_networkx():
@@ -377,6 +425,36 @@ def test_bad_backward_flag(tmp_path):
     data = checkmate_graph()
     data["nodes"][3]["backward"] = "yes"
     assert_error(tmp_path, data, InputFormatError, "nodes.3.backward")
+
+
+@pytest.mark.parametrize("value", ["backward", 3, ["forward"]])
+def test_unknown_kind(tmp_path, value):
+    data = checkmate_graph()
+    data["nodes"][3]["kind"] = value
+    assert_error(tmp_path, data, InputFormatError, "nodes.3.kind", "backward_weight")
+
+
+@pytest.mark.parametrize("node, kind", [(1, "optimizer"), (3, "loss"), (4, "forward")])
+def test_kind_disagreeing_with_backward(tmp_path, node, kind):
+    data = checkmate_graph()
+    data["nodes"][node]["kind"] = kind
+    if node == 1:
+        data["nodes"][node]["backward"] = False
+    assert_error(tmp_path, data, InputFormatError, f"nodes.{node}.backward", repr(kind))
+
+
+@pytest.mark.parametrize("key, value", [("macs", -1), ("flops", 2.5)])
+def test_bad_counts(tmp_path, key, value):
+    data = checkmate_graph()
+    data["nodes"][0][key] = value
+    assert_error(tmp_path, data, GraphError, f"nodes.0.{key}", "whole number")
+
+
+@pytest.mark.parametrize("key, value", [("macs", "many"), ("op_type", 7), ("members", "conv1")])
+def test_extras_of_wrong_type(tmp_path, key, value):
+    data = checkmate_graph()
+    data["nodes"][0][key] = value
+    assert_error(tmp_path, data, InputFormatError, f"nodes.0.{key}")
 
 
 def test_edge_to_unknown_node(tmp_path):
