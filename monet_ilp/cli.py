@@ -1,8 +1,14 @@
 """The ``monet-ilp`` command line: the outermost layer, which only calls the package.
 
-Tables go to the terminal and JSON to files.  Every error a user can cause is a
-:class:`~monet_ilp.errors.MonetError`; it is printed on one line and the command
-exits with status 2, without a traceback.
+Tables go to the terminal and JSON to files.  Exit status, the same for every command:
+
+* 0: the command did its job and every schedule it reports is feasible (a solve
+  ended ``optimal`` or ``feasible``);
+* 1: it did its job, but the answer is negative: a schedule the evaluator rejects
+  (``evaluate``, ``baseline``, ``grade``), a solve that ended ``infeasible``,
+  ``unknown`` or ``error``, a GA or Pareto sweep without a feasible point;
+* 2: bad input.  Every error a user can cause is a
+  :class:`~monet_ilp.errors.MonetError`, printed on one line without a traceback.
 """
 
 from __future__ import annotations
@@ -13,14 +19,11 @@ from pathlib import Path
 from typing import Iterator
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from monet_ilp import progress
 from monet_ilp.errors import MonetError
-
-console = Console(width=None if sys.stdout.isatty() else 120)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
+from monet_ilp.terminal import POSITIVE, SECONDS, console, err_console, human_bytes, human_count, show
 
 GRANULARITY = click.Choice(["layer", "op"])
 OPTIMIZER = click.Choice(["sgd", "momentum", "adam"])
@@ -41,20 +44,10 @@ def working(message: str) -> Iterator[None]:
         yield
 
 
-def human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1024
-    return f"{n} B"
-
-
-def human_count(n: int) -> str:
-    for unit, scale in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if n >= scale:
-            return f"{n / scale:.3f} {unit}"
-    return str(n)
+def exit_unless(ok: bool) -> None:
+    """Exit with status 1 when the command's answer is negative (see the module docstring)."""
+    if not ok:
+        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -107,7 +100,7 @@ def graph_build(model, params, optimizer, granularity, dtype, out):
 @_import_options
 @click.option("--allow-unknown", is_flag=True, help="Treat ops without an autodiff rule as elementwise.")
 @click.option("--output", "output_name", help="The model output that feeds the loss (if several).")
-@click.option("--batch", type=int, help="Fill a symbolic batch dimension of every input.")
+@click.option("--batch", type=POSITIVE, help="Fill a symbolic batch dimension of every input.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape of an input (repeatable).")
 @click.option("--loss", type=click.Choice(["cross_entropy", "mse"]), default="cross_entropy", show_default=True)
@@ -157,7 +150,7 @@ def graph_show(path, show_ops, as_json):
         for op in g.ops:
             table.add_row(op.id, str(op.kind), op.op_type, human_count(op.macs),
                           human_bytes(sum(g.tensor(t).bytes for t in op.outputs)))
-        console.print(table)
+        show(table)
     if as_json:
         import json
 
@@ -200,7 +193,7 @@ def graph_export(source, params, onnx_path, node_link_path, optimizer, granulari
 
 
 @graph.command("random")
-@click.option("--nodes", "-n", type=int, required=True, help="Number of nodes.")
+@click.option("--nodes", "-n", type=POSITIVE, required=True, help="Number of nodes.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the graph JSON here.")
 @click.option("--node-link", "node_link_path", type=click.Path(dir_okay=False),
@@ -242,7 +235,7 @@ def _print_summary(g):
     table.add_row("store-all peak (activations)", f"{human_bytes(peak.activation_bytes)} at {peak.at_op}")
     if "granularity" in g.meta:
         table.caption = f"granularity={g.meta['granularity']}, optimizer={g.meta.get('optimizer')}"
-    console.print(table)
+    show(table)
     return s
 
 
@@ -285,21 +278,21 @@ def hw_show(source, sets, yaml_out):
         cores.add_row(c.id, f"{c.simd_units} x {c.lanes}", str(c.macs_per_cycle), human_bytes(c.sram_bytes),
                       f"{c.sram_bandwidth_bytes_per_cycle:g}", f"{c.mac_pj:g}", str(c.vector_ops_per_cycle),
                       f"{c.static_mw:g}")
-    console.print(cores)
+    show(cores)
     memories = Table(title="memories")
     for col in ("memory", "kind", "capacity", "B/cycle", "read pJ/B", "write pJ/B"):
         memories.add_column(col, justify="left" if col in ("memory", "kind") else "right")
     for m in hardware.memories:
         memories.add_row(m.id, str(m.kind), human_bytes(m.capacity_bytes), f"{m.bandwidth_bytes_per_cycle:g}",
                          f"{m.read_pj_per_byte:g}", f"{m.write_pj_per_byte:g}")
-    console.print(memories)
+    show(memories)
     links = Table(title="links")
     for col in ("link", "endpoints", "B/cycle", "pJ/B", "latency"):
         links.add_column(col, justify="left" if col in ("link", "endpoints") else "right")
     for l in hardware.links:
         links.add_row(l.id, ", ".join(l.endpoints), f"{l.bandwidth_bytes_per_cycle:g}", f"{l.pj_per_byte:g}",
                       str(l.latency_cycles))
-    console.print(links)
+    show(links)
     if yaml_out:
         import yaml
 
@@ -331,14 +324,10 @@ def instance() -> None:
 
 
 def parse_budget(text: str | None):
-    """``0.8`` is a fraction of the store-all peak; ``300000`` or ``2MiB`` is bytes."""
-    if text is None:
-        return None
-    from monet_ilp.hardware.schema import parse_size
+    """``0.8``/``80%`` of the store-all peak, ``1.5x`` the peak, or bytes (``2MiB``); see ``instance.parse_budget``."""
+    from monet_ilp.instance import parse_budget as parse
 
-    if "." in text and text.replace(".", "", 1).isdigit():
-        return float(text)
-    return parse_size(text, field="--budget")
+    return parse(text, field="--budget")
 
 
 @instance.command("make")
@@ -353,11 +342,11 @@ def parse_budget(text: str | None):
 @click.option("--budget", help="Memory budget: a fraction of the store-all peak (0.8) or bytes (2MiB).")
 @click.option("--sram-budget", help="P3: every core's SRAM capacity in bytes (e.g. 1MiB).")
 @click.option("--objective", type=click.Choice(["compute", "latency", "energy", "weighted"]), default=None)
-@click.option("--alpha", type=float, default=0.5, show_default=True, help="Weight of latency (weighted).")
+@click.option("--alpha", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="Weight of latency (weighted).")
 @click.option("--core", help="P1/P2: the core to run on (default: the first).")
 @click.option("--offload", type=click.Choice(["dram", "host"]), default="dram", show_default=True,
               help="P2: the memory activations are offloaded to.")
-@click.option("--runtime-limit", type=int, help="Energy objective: latency limit in cycles.")
+@click.option("--runtime-limit", type=POSITIVE, help="Energy objective: latency limit in cycles.")
 @_import_options
 @click.option("--out", "-o", type=click.Path(dir_okay=False), required=True, help="Write the instance JSON here.")
 def instance_make(model, params, graph_path, hw_source, sets, problem, budget, sram_budget, objective, alpha,
@@ -384,8 +373,50 @@ def instance_make(model, params, graph_path, hw_source, sets, problem, budget, s
     for m in inst.memories:
         table.add_row(f"capacity {m.id}", human_bytes(m.capacity_bytes))
     table.add_row("store-all activation peak", human_bytes(inst.meta["store_all_peak_bytes"]))
-    console.print(table)
+    for tensor in _graph_inputs(inst.graph):
+        table.add_row(f"input {tensor.id}", "x".join(map(str, tensor.shape)) or human_bytes(tensor.bytes))
+    show(table)
+    for note in budget_notes(inst):
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     err_console.print(f"wrote {out}")
+
+
+def _graph_inputs(g):
+    """The graph's input activations (they show the batch a model was built with)."""
+    return [t for t in g.tensors if t.producer is None and not t.persistent and t.consumers]
+
+
+def budget_notes(inst) -> list[str]:
+    """What a user should know about the instance's memory budget before solving it.
+
+    P1/P2: whether the budget binds at all.  P3: whether some op cannot fit any core's
+    SRAM (then no schedule exists), or whether every core could hold the store-all peak.
+    """
+    from monet_ilp.instance import Problem
+
+    peak = inst.meta.get("store_all_peak_bytes")
+    if inst.problem is not Problem.P3:
+        budget = inst.budget_bytes
+        if peak is not None and budget >= peak:
+            return [f"the budget ({human_bytes(budget)}) is at least the store-all activation peak "
+                    f"({human_bytes(peak)}): it does not bind, and store-all is optimal; "
+                    "give a fraction below 1 (e.g. --budget 0.8) to make it bind"]
+        return []
+    from monet_ilp.formulations.p3_data import p3_data
+
+    data = p3_data(inst)
+    reason = data.min_capacity_proof()
+    if reason:
+        inputs = ", ".join("x".join(map(str, t.shape)) for t in _graph_inputs(inst.graph) if t.shape)
+        return [f"no schedule exists: {reason.removeprefix('infeasible: ')}"
+                + (f"; the graph's inputs are {inputs} (a smaller batch, e.g. -p batch=1, needs less)"
+                   if inputs else "")]
+    smallest = min(inst.memory(c.memory).capacity_bytes for c in inst.cores)
+    if peak is not None and smallest >= peak + inst.meta.get("persistent_bytes", 0):
+        return [f"every core's SRAM holds the store-all peak and every weight "
+                f"({human_bytes(peak + inst.meta.get('persistent_bytes', 0))}): the SRAM budget "
+                "does not bind; give a smaller --sram-budget to make it bind"]
+    return []
 
 
 def _graph_from(model, params, graph_path, optimizer, granularity, dtype):
@@ -422,12 +453,22 @@ def _print_metrics(metrics, inst, title: str) -> None:
         cap = inst.memory(mem).capacity_bytes
         table.add_row(f"peak {mem}", f"{human_bytes(peak)} / {human_bytes(cap)}")
     table.add_row("recomputations / transfers", f"{metrics.recomputations} / {metrics.transfers}")
+    if len(inst.cores) > 1:
+        table.add_row("runs per core", _runs_per_core(metrics.schedule, inst))
     table.add_row(f"objective ({inst.objective})", f"{metrics.objective_value:,}")
-    console.print(table)
+    show(table)
     for v in metrics.violations[:20]:
         console.print(f"  violation [{v.kind}] {v.message}", markup=False, highlight=False)
     if len(metrics.violations) > 20:
         console.print(f"  ... and {len(metrics.violations) - 20} more")
+
+
+def _runs_per_core(schedule, inst) -> str:
+    """``pe_0 120, pe_1 7, pe_2 0``: shows at a glance how a schedule uses the cores."""
+    runs = {core.id: 0 for core in inst.cores}
+    for run in schedule.ops:
+        runs[run.core] = runs.get(run.core, 0) + 1
+    return ", ".join(f"{core} {count}" for core, count in runs.items())
 
 
 @cli.command("evaluate")
@@ -437,7 +478,8 @@ def _print_metrics(metrics, inst, title: str) -> None:
 def evaluate_cmd(instance_path, schedule_path, json_out):
     """Check a schedule against an instance; print latency, energy, peaks and any violation.
 
-    Exits with 1 if the schedule is infeasible.
+    Exits with 1 if the schedule is infeasible, and with 2 if it was made for another
+    instance (another graph or hardware).
     """
     import json
 
@@ -446,12 +488,11 @@ def evaluate_cmd(instance_path, schedule_path, json_out):
     from monet_ilp.schedule import load_schedule
 
     inst = Instance.load(instance_path)
-    metrics = evaluate(inst, load_schedule(schedule_path))
+    metrics = evaluate(inst, load_schedule(schedule_path, inst))
     _print_metrics(metrics, inst, f"{schedule_path} on {inst.name}")
     if json_out:
         Path(json_out).write_text(json.dumps(metrics.to_dict()) + "\n")
-    if not metrics.feasible:
-        sys.exit(1)
+    exit_unless(metrics.feasible)
 
 
 @cli.command("baseline")
@@ -465,14 +506,16 @@ def baseline_cmd(instance_path, heuristic, out):
     from monet_ilp.heuristics import HEURISTICS
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import save_schedule
+    from monet_ilp.solve import stamp
 
     inst = Instance.load(instance_path)
     schedule = HEURISTICS[heuristic](inst)
     metrics = evaluate(inst, schedule)
     if out:
-        save_schedule(metrics.schedule, out)
+        save_schedule(stamp(metrics.schedule, inst, f"heuristic:{heuristic}"), out)
         err_console.print(f"wrote {out}")
     _print_metrics(metrics, inst, f"{heuristic} on {inst.name}")
+    exit_unless(metrics.feasible)
 
 
 # --------------------------------------------------------------------- solve
@@ -496,16 +539,16 @@ def _instance_from(path: str, budget: str | None):
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--backend", default="cpsat", show_default=True,
               help="cpsat, milp, dp, or heuristic:store_all|sqrt|greedy|memory_aware|lp-round.")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds.")
-@click.option("--workers", type=int, default=2, show_default=True, help="Solver threads.")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds.")
+@click.option("--workers", type=POSITIVE, default=2, show_default=True, help="Solver threads.")
 @click.option("--budget", help="For a graph file: the P1 budget (0.8 = fraction of the store-all peak, or bytes).")
 @click.option("--milp-solver", type=click.Choice(["highs", "cbc"]), default=None, help="MILP solver (default highs).")
-@click.option("--max-computes", type=int, default=None, help="At most this many computations per node.")
+@click.option("--max-computes", type=POSITIVE, default=None, help="At most this many computations per node.")
 @click.option("--free-order", is_flag=True, help="Let first computations come in any topological order.")
 @click.option("--encoding", default=None, help="cpsat encoding (see formulations/p1_cpsat.md).")
 @click.option("--colocate", type=click.Choice(["none", "layer"]), default=None,
               help="P3: 'layer' puts a layer's forward, dX and dW on one core (default: none).")
-@click.option("--max-transfers", type=int, default=None, help="P3: transfers of a tensor into one memory (default 1).")
+@click.option("--max-transfers", type=click.IntRange(min=0), default=None, help="P3: transfers of a tensor into one memory (default 1).")
 @click.option("--no-pin", is_flag=True, help="P3: never pin weights in SRAM.")
 @click.option("--hint", "hint_path", type=click.Path(dir_okay=False),
               help="Warm start from a schedule, a ga.json (its best point) or a decisions file.")
@@ -520,9 +563,11 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
     from monet_ilp.evaluate import evaluate
     from monet_ilp.heuristics import store_all
     from monet_ilp.schedule import save_schedule
-    from monet_ilp.solve import solve
+    from monet_ilp.solve import Status, solve
 
     inst = _instance_from(path, budget)
+    for note in budget_notes(inst):
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     options = {k: v for k, v in (("milp_solver", milp_solver), ("max_computes", max_computes),
                                  ("encoding", encoding), ("export", export_path), ("colocate", colocate),
                                  ("max_transfers", max_transfers)) if v is not None}
@@ -533,19 +578,22 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
     hint = load_hint(hint_path, inst) if hint_path else None
     with working(f"solving with {backend}"):
         result = solve(inst, backend, time_limit=time_limit, workers=workers, hint=hint, **options)
-    reference = evaluate(inst, store_all(inst)).objective_value
+    reference = evaluate(inst, store_all(inst))
     table = Table(title=f"{backend} on {inst.name}")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     table.add_row("status", str(result.status))
+    table.add_row("schedule from", result.source or "-")
     table.add_row(f"objective ({inst.objective})", "-" if result.objective is None else f"{result.objective:,}")
     table.add_row("best bound", "-" if result.bound is None else f"{result.bound:,}")
     table.add_row("gap", "-" if result.gap is None else f"{100 * result.gap:.3f} %")
     table.add_row("wall time", f"{result.wall_time_s:.2f} s")
     verdict = "-" if result.metrics is None else ("feasible" if result.metrics.feasible else "INFEASIBLE")
     table.add_row("evaluator", verdict)
-    if result.objective is not None and reference:
-        table.add_row("overhead vs store-all", f"{100 * (result.objective / reference - 1):+.2f} %")
+    if result.objective is not None and reference.objective_value:
+        # Store-all is the reference even where it breaks the budget; the label says so.
+        label = "vs store-all" + ("" if reference.feasible else " (over budget)")
+        table.add_row(label, f"{100 * (result.objective / reference.objective_value - 1):+.2f} %")
     if result.metrics is not None and len(inst.cores) > 1:
         m = result.metrics
         table.add_row("latency", f"{m.latency_cycles:,} cycles")
@@ -556,7 +604,7 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
                                         f"of {human_bytes(inst.memory(core.memory).capacity_bytes)}")
         table.add_row("recomputations / transfers / pins",
                       f"{m.recomputations} / {m.transfers} / {len(result.schedule.pinned)}")
-    console.print(table)
+    show(table)
     if result.message:
         console.print(result.message, markup=False, highlight=False)
     if out and result.schedule is not None:
@@ -564,12 +612,13 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
         err_console.print(f"wrote {out}")
     if json_out:
         Path(json_out).write_text(json.dumps(result.to_dict()) + "\n")
+    exit_unless(result.status in (Status.OPTIMAL, Status.FEASIBLE))
 
 
 @cli.command("min-budget")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--time-limit", type=float, default=60.0, show_default=True)
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True)
+@click.option("--workers", type=POSITIVE, default=2, show_default=True)
 def min_budget_cmd(path, time_limit, workers):
     """The smallest memory budget for which any schedule exists (proven by CP-SAT when it can)."""
     from monet_ilp.formulations.cpsat import min_budget
@@ -584,10 +633,10 @@ def min_budget_cmd(path, time_limit, workers):
 
 @cli.command("pareto")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--points", type=int, default=8, show_default=True, help="Solves in the ε-constraint sweep.")
+@click.option("--points", type=POSITIVE, default=8, show_default=True, help="Solves in the ε-constraint sweep.")
 @click.option("--backend", default="cpsat", show_default=True)
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds per point.")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds per point.")
+@click.option("--workers", type=POSITIVE, default=2, show_default=True)
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default="pareto.json", show_default=True,
               help="The front (JSON); schedules go to <out stem>_schedules/.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="Also draw the front (.png/.pdf/.svg).")
@@ -608,29 +657,31 @@ def pareto_cmd(path, points, backend, time_limit, workers, out, plot_path):
                              progress=lambda done, total, msg: bar.update(task, completed=done, description=msg))
     target.write_text(json.dumps(front, indent=1) + "\n")
     table = Table(title=f"Pareto front of {inst.name} ({backend}, {time_limit:g} s per point)")
-    for col in ("latency (cycles)", "energy (pJ)", "energy bound (pJ)", "certified gap", "status"):
-        table.add_column(col, justify="right")
+    for col in ("latency (cycles)", "energy (pJ)", "energy bound (pJ)", "certified gap", "status",
+                "schedule from"):
+        table.add_column(col, justify="left" if col == "schedule from" else "right")
     for p in front["points"]:
         bound = p["energy_bound_pj"]
         gap = "-" if bound is None or not p["energy_pj"] else f"{100 * (p['energy_pj'] - bound) / p['energy_pj']:.2f} %"
         table.add_row(f"{p['latency_cycles']:,}", f"{p['energy_pj']:,}", "-" if bound is None else f"{bound:,.0f}",
-                      gap, p["status"])
-    console.print(table)
+                      gap, p["status"], p.get("source") or "-")
+    show(table)
     err_console.print(f"wrote {target}")
     if plot_path:
         from monet_ilp.plot import pareto
 
         pareto(front, plot_path)
         err_console.print(f"wrote {plot_path}")
+    exit_unless(bool(front["points"]))
 
 
 @cli.command("bound")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--objective", type=click.Choice(["latency", "energy", "weighted", "compute"]), default=None,
               help="Bound this objective instead of the instance's.")
-@click.option("--runtime-limit", type=int, default=None, help="Energy: bound schedules of at most this latency.")
-@click.option("--time-limit", type=float, default=60.0, show_default=True, help="Seconds for the solver bounds.")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--runtime-limit", type=POSITIVE, default=None, help="Energy: bound schedules of at most this latency.")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds for the solver bounds.")
+@click.option("--workers", type=POSITIVE, default=2, show_default=True)
 @click.option("--no-solver", is_flag=True, help="Only the combinatorial bounds (instant).")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the bounds as JSON here.")
 def bound_cmd(path, objective, runtime_limit, time_limit, workers, no_solver, json_out):
@@ -658,7 +709,7 @@ def bound_cmd(path, objective, runtime_limit, time_limit, workers, no_solver, js
         value = "-" if b["value"] is None else (f"{b['value']:,.6g}" if isinstance(b["value"], float)
                                                 else f"{b['value']:,}")
         table.add_row(b["name"], b["family"], value, b["holds_for"], f"{b['seconds']:.2f}", b["detail"])
-    console.print(table)
+    show(table)
     best = report["best"]
     console.print(f"best lower bound: {best if best is None else format(best, ',')} ({report['best_source']})"
                   + ("" if report["incumbent"] is None else f"; best schedule found: {report['incumbent']:,}"),
@@ -670,8 +721,8 @@ def bound_cmd(path, objective, runtime_limit, time_limit, workers, no_solver, js
 @cli.command("grade")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--instance", "instance_path", required=True, type=click.Path(dir_okay=False))
-@click.option("--time-limit", type=float, default=30.0, show_default=True, help="Seconds per bound solve.")
-@click.option("--workers", type=int, default=2, show_default=True)
+@click.option("--time-limit", type=SECONDS, default=30.0, show_default=True, help="Seconds per bound solve.")
+@click.option("--workers", type=POSITIVE, default=2, show_default=True)
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the grades as JSON here.")
 def grade_cmd(path, instance_path, time_limit, workers, json_out):
     """Grade a GA result, outside decisions or a schedule against certified lower bounds."""
@@ -710,15 +761,16 @@ def grade_cmd(path, instance_path, time_limit, workers, json_out):
         for r in report["points"]:
             table.add_row(r["label"], "feasible" if r["feasible"] else "INFEASIBLE", num(r["objective"]),
                           num(r["bound"]), pct(r["gap"]))
-    console.print(table)
+    show(table)
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    exit_unless(all(r["feasible"] for r in report["points"]))
 
 
 # ---------------------------------------------------------------------- demo
 @cli.command()
 @click.option("--sram", "sram", default="3MiB", show_default=True, help="SRAM per core (store-all needs 4.6 MiB).")
-@click.option("--time-limit", type=float, default=45.0, show_default=True, help="Seconds for cpsat.")
+@click.option("--time-limit", type=SECONDS, default=45.0, show_default=True, help="Seconds for cpsat.")
 @click.option("--out-dir", type=click.Path(file_okay=False), default="monet_demo", show_default=True,
               help="Where the Gantt chart and the Pareto plot go.")
 def demo(sram, time_limit, out_dir):

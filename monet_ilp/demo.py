@@ -27,6 +27,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from monet_ilp.terminal import show
+
 
 @dataclass(frozen=True)
 class DemoRow:
@@ -142,7 +144,7 @@ def run_demo(console: Console, *, sram_bytes: int = 3 * 2**20, time_limit: float
         verdict = "feasible" if r.feasible else "over SRAM" if "capacity" in r.violations else "INFEASIBLE"
         table.add_row(r.method, verdict, f"{r.latency_cycles / 1e6:.3f}", f"{r.energy_pj / 1e6:,.1f}",
                       f"{r.peak_sram_bytes / 2**20:.2f}", pct(r.latency_gap), pct(r.energy_gap), f"{r.seconds:.1f}")
-    console.print(table)
+    show(table, console)
     console.print(f"certified lower bounds: latency >= {info['latency_bound'] / 1e6:.3f} Mcycles (best of the "
                   f"critical path, the work bound and CP-SAT's bound; cpsat ended {info['cpsat_status']}), energy >= "
                   f"{info['energy_bound'] / 1e6:,.1f} uJ (cheapest run of every op, pinning knapsack, input moves). "

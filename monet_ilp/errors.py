@@ -8,6 +8,17 @@ traceback.
 from __future__ import annotations
 
 
+#: An error's problem is cut here: a message that quotes a whole schedule helps nobody.
+MAX_PROBLEM_CHARS = 400
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was left out."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit:,} more characters)"
+
+
 class MonetError(Exception):
     """Base class of every error caused by user input.
 
@@ -40,7 +51,8 @@ class MonetError(Exception):
     @property
     def message(self) -> str:
         where = ": ".join(str(p) for p in (self.file, self.field) if p)
-        text = f"{where}: {self.problem}" if where else self.problem
+        problem = clip(self.problem, MAX_PROBLEM_CHARS)
+        text = f"{where}: {problem}" if where else problem
         if self.fix:
             text += f" (fix: {self.fix})"
         return text

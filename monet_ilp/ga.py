@@ -226,6 +226,7 @@ def run_ga(
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "instance": instance.name,
+        "instance_fingerprint": instance.fingerprint,
         "instance_objective": str(instance.objective),
         "objectives": list(objectives),
         "generations": done,
@@ -377,7 +378,10 @@ def _point(instance: Instance, genome: Genome, objectives, kind: str, payload, s
         "recomputations": metrics.recomputations,
         "transfers": metrics.transfers,
         "decisions": decisions.to_dict(),
-        "schedule": metrics.schedule.to_dict(),
+        # Stamped like solve()'s schedules: where it came from, and for which instance.
+        "schedule": {**metrics.schedule.to_dict(),
+                     "meta": {**metrics.schedule.meta, "source": f"ga:{kind}",
+                              "instance": instance.fingerprint}},
     }
 
 

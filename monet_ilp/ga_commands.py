@@ -12,13 +12,11 @@ import sys
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from monet_ilp.errors import InputFormatError, MonetError
+from monet_ilp.terminal import POSITIVE, SECONDS, console, err_console, show
 
-console = Console(width=None if sys.stdout.isatty() else 120)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 
 
 def load_hint(path: str | Path, instance):
@@ -38,12 +36,14 @@ def load_hint(path: str | Path, instance):
     from monet_ilp.ga import FORMAT_NAME as GA
     from monet_ilp.graph.ir import read_json
     from monet_ilp.heuristics.decisions import FORMAT_NAME as DECISIONS, decisions_from_dict, decode
-    from monet_ilp.schedule import FORMAT_NAME as SCHEDULE, schedule_from_dict
+    from monet_ilp.schedule import FORMAT_NAME as SCHEDULE, check_made_for, schedule_from_dict
 
     data = read_json(path)
     kind = data.get("format") if isinstance(data, dict) else None
     if kind == SCHEDULE:
-        return schedule_from_dict(data, source=str(path))
+        schedule = schedule_from_dict(data, source=str(path))
+        check_made_for(schedule, instance, source=str(path))
+        return schedule
     if kind == DECISIONS:
         return decode(instance, decisions_from_dict(data, source=str(path), instance=instance))
     if kind == GA:
@@ -55,7 +55,7 @@ def load_hint(path: str | Path, instance):
 
 def _best_point(data: dict, instance, source: str):
     from monet_ilp.evaluate import evaluate
-    from monet_ilp.schedule import schedule_from_dict
+    from monet_ilp.schedule import check_made_for, schedule_from_dict
 
     best, best_value = None, None
     points = data.get("points")
@@ -69,6 +69,7 @@ def _best_point(data: dict, instance, source: str):
             raise InputFormatError(f"point {k} has no schedule", file=source,
                                    field=f"points[{k}].schedule",
                                    fix="pass the file written by `monet-ilp ga --out`") from None
+        check_made_for(schedule, instance, source=f"{source}: points[{k}]")
         metrics = evaluate(instance, schedule)
         if metrics.feasible and (best_value is None or metrics.objective_value < best_value):
             best, best_value = schedule, metrics.objective_value
@@ -89,13 +90,13 @@ def _load_instance(path: str):
 @click.argument("instance_path", type=click.Path(dir_okay=False))
 @click.option("--objectives", default="latency,energy", show_default=True,
               help="Comma-separated: latency, energy (the evaluator's values).")
-@click.option("--generations", type=int, default=100, show_default=True)
-@click.option("--population", type=int, default=64, show_default=True)
+@click.option("--generations", type=POSITIVE, default=100, show_default=True)
+@click.option("--population", type=click.IntRange(min=2), default=64, show_default=True)
 @click.option("--seed", type=int, default=1, show_default=True,
               help="Random seed (same seed, same result).")
-@click.option("--time-limit", type=float, default=None,
+@click.option("--time-limit", type=SECONDS, default=None,
               help="Seconds; stop after the generation that exceeds it.")
-@click.option("--workers", type=int, default=1, show_default=True,
+@click.option("--workers", type=POSITIVE, default=1, show_default=True,
               help="Processes that decode and evaluate (the result does not depend on it).")
 @click.option("--seed-schedule", "seed_paths", multiple=True, type=click.Path(dir_okay=False),
               help="Seed the population with a schedule, GA result or decisions file (repeatable).")
@@ -130,9 +131,11 @@ def ga(instance_path, objectives, generations, population, seed, time_limit, wor
         table.add_row(f"{p['latency_cycles']:,}", f"{p['energy_pj']:,}", f"{p['objective_value']:,}",
                       str(p["recomputations"]), str(p["transfers"]),
                       p["source"] + ("" if p["feasible"] else " (INFEASIBLE)"))
-    console.print(table)
+    show(table)
     rate = result["evaluations_per_second"] or 0
     console.print(f"{result['evaluations']:,} evaluations (decode + evaluator) in "
                   f"{result['seconds']:.2f} s: {rate:,.0f} per second; {result['cache_hits']:,} "
                   f"repeats answered from the cache; stopped by {result['stopped']}", highlight=False)
     err_console.print(f"wrote {out}")
+    if not any(p["feasible"] for p in result["points"]):
+        sys.exit(1)  # the CLI's convention: a search without a feasible point is a negative answer

@@ -25,7 +25,7 @@ from monet_ilp.bounds import combinatorial_bounds
 from monet_ilp.errors import InputFormatError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.instance import Instance, Objective, Problem
-from monet_ilp.schedule import Schedule, Sequence, schedule_from_dict
+from monet_ilp.schedule import Schedule, Sequence, check_made_for, schedule_from_dict
 
 __all__ = ["grade", "load_points"]
 
@@ -44,7 +44,9 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
         out = []
         for k, p in enumerate(points):
             if isinstance(p.get("schedule"), dict):
-                out.append((f"ga[{k}]", schedule_from_dict(p["schedule"], source=str(path))))
+                schedule = schedule_from_dict(p["schedule"], source=str(path))
+                check_made_for(schedule, instance, source=f"{path}: points[{k}]")
+                out.append((f"ga[{k}]", schedule))
             elif isinstance(p.get("decisions"), dict):
                 out.append((f"ga[{k}]", _decode(p["decisions"], instance, str(path))))
             else:
@@ -53,7 +55,9 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
         return out
     if fmt == "monet-ilp/decisions":
         return [("decisions", _decode(data, instance, str(path)))]
-    return [(Path(path).stem, schedule_from_dict(data, source=str(path)))]
+    schedule = schedule_from_dict(data, source=str(path))
+    check_made_for(schedule, instance, source=str(path))
+    return [(Path(path).stem, schedule)]
 
 
 def _decode(decisions: dict, instance: Instance, source: str) -> Schedule:

@@ -317,8 +317,71 @@ def _validate(inst: Instance) -> None:
 
 
 # ------------------------------------------------------------------ builders
+#: A budget written as a bare integer below this many bytes is refused as ambiguous:
+#: ``--budget 2`` is far more likely a slip for ``2x`` or ``0.2`` than two bytes.
+MIN_PLAIN_BUDGET_BYTES = 1024
+
+
+def parse_budget(value: Any, *, field: str = "--budget", file: str | None = None) -> float | int | None:
+    """A budget as written by a user: a ``float`` multiple of the store-all peak, or ``int`` bytes.
+
+    * ``0.8`` or ``80%``: a fraction of the store-all activation peak, in (0, 1];
+    * ``1.5x``: an explicit multiple of the peak (any positive number);
+    * ``2MiB``, ``300kB``, ``4096B``: bytes, with a unit;
+    * ``300000``: bytes, as a bare integer of at least :data:`MIN_PLAIN_BUDGET_BYTES`.
+
+    Anything else (``2``, ``2.0``, ``-1``, ``abc``) raises :class:`MonetError` naming
+    ``field`` and the spellings above, so that no budget is read in a unit the user
+    did not mean.
+    """
+    from monet_ilp.hardware.schema import parse_size
+
+    fix = ("write a fraction of the store-all peak in (0, 1] (0.8 or 80%), a multiple with an x "
+           f"(1.5x), or bytes with a unit (2MiB, 4096B) or as an integer of at least "
+           f"{MIN_PLAIN_BUDGET_BYTES}")
+
+    def bad(problem: str) -> MonetError:
+        return MonetError(problem, file=file, field=field, fix=fix)
+
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise bad(f"budget {value!r} is not a size or a fraction")
+    if isinstance(value, int):
+        if value < MIN_PLAIN_BUDGET_BYTES:
+            raise bad(f"budget {value} is ambiguous (bytes? a multiple of the peak?)")
+        return value
+    if isinstance(value, float):
+        if not 0 < value <= 1:
+            raise bad(f"budget {value!r} is not a fraction in (0, 1]")
+        return value
+    text = str(value).strip().replace("_", "")
+    try:
+        if text.lower().endswith("x"):
+            multiple = float(text[:-1])
+            if not 0 < multiple < float("inf"):
+                raise bad(f"budget {text!r} is not a positive multiple of the peak")
+            return multiple
+        if text.endswith("%"):
+            return parse_budget(float(text[:-1]) / 100, field=field, file=file)
+        if text.isdigit():
+            return parse_budget(int(text), field=field, file=file)
+        return parse_budget(float(text), field=field, file=file)
+    except ValueError:
+        pass
+    try:
+        size = parse_size(text, field=field, file=file)
+    except MonetError:
+        raise bad(f"cannot read budget {text[:40]!r}") from None
+    if size < 1:
+        raise bad(f"budget {text!r} is not a positive number of bytes")
+    return size
+
+
 def budget_bytes_of(graph: TrainingGraph, budget: float | int, *, field_name: str = "budget") -> int:
-    """A budget in bytes: an ``int`` is bytes, a ``float`` a fraction of the store-all peak.
+    """A budget in bytes: an ``int`` is bytes, a ``float`` a multiple of the store-all peak.
+
+    Text as users write it goes through :func:`parse_budget` first.
 
     The peak is that of non-persistent tensors in the graph's op order
     (``formulations/training_graph.md``, M1); persistent tensors are outside the budget.
@@ -327,7 +390,7 @@ def budget_bytes_of(graph: TrainingGraph, budget: float | int, *, field_name: st
 
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:
         raise MonetError(f"budget {budget!r} must be positive", field=field_name,
-                         fix="give a fraction of the store-all peak (e.g. 0.8) or a byte count")
+                         fix="give a multiple of the store-all peak (a float, e.g. 0.8) or bytes (an int)")
     if isinstance(budget, float):
         return max(1, int(budget * store_all_peak(graph).activation_bytes))
     return budget
@@ -432,7 +495,7 @@ def make_instance(
     from monet_ilp.graph.analysis import store_all_peak
     from monet_ilp.hardware.cost import can_run, op_cost
 
-    if any(op.cost is not None and op.macs == 0 and op.op_type == "node" for op in graph.ops):
+    if any(op.cost is not None for op in graph.ops):  # only node-link ops carry a supplied cost
         raise MonetError("this graph carries its own costs (a node-link graph); the cost model cannot "
                          "cost its ops", field="hardware", fix="build a P1 instance without --hw")
     fpj = lambda pj: round(pj * 1000)  # noqa: E731  (pJ per byte -> integer fJ per byte)

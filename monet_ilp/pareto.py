@@ -77,7 +77,8 @@ def pareto_front(
         result = solve(inst, backend, time_limit=time_limit, workers=workers, **options)
         entry: dict[str, Any] = {
             "label": label, "objective": str(objective), "runtime_limit_cycles": limit,
-            "status": str(result.status), "seconds": round(result.wall_time_s, 3),
+            "status": str(result.status), "source": result.source,
+            "seconds": round(result.wall_time_s, 3),
             "latency_cycles": None, "energy_pj": None,
             "latency_bound_cycles": None, "energy_bound_pj": None, "schedule": None,
             "message": result.message,

@@ -11,14 +11,12 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from monet_ilp.batch.runner import Observer
 from monet_ilp.errors import MonetError
+from monet_ilp.terminal import console, err_console, show
 
-console = Console(width=None if sys.stdout.isatty() else 120)
-err_console = Console(stderr=True, width=None if sys.stderr.isatty() else 120)
 
 
 @click.group()
@@ -159,7 +157,7 @@ def _print_jobs(m, out: str) -> None:
         record = done.get(job.key)
         table.add_row(str(i + 1), job.key, job.describe(), f"{job.time_limit:g} s",
                       record["status"] if record else "-")
-    console.print(table)
+    show(table)
 
 
 # ------------------------------------------------------------------ summary
@@ -189,7 +187,7 @@ def batch_summary(results, csv_path):
                       "-" if row.geomean_time_s is None else f"{row.geomean_time_s:.2f} s")
     table.caption = (f"solved = schedule verified by the evaluator; geo-mean time shifted by "
                      f"{TIME_SHIFT_S:g} s; mean gap over solved jobs with a bound")
-    console.print(table)
+    show(table)
     if csv_path:
         write_csv(rows, csv_path)
         err_console.print(f"wrote {csv_path}")

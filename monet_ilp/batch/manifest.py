@@ -488,26 +488,12 @@ def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str,
 
 # =================================================================== values
 def _budget(w: _Where, seq: _Seq, i: int) -> float | int | None:
-    from monet_ilp.hardware.schema import parse_size
+    from monet_ilp.instance import parse_budget
 
-    value = seq[i]
-    fix = "a fraction of the store-all peak in (0, 1] (e.g. 0.8), bytes (e.g. 2MiB or 300000), or null"
-    if value is None:
-        return None
-    if isinstance(value, float):
-        if not 0 < value <= 1:
-            raise w.error(seq, i, f"budgets[{i}]", f"budget {value!r} is not a fraction in (0, 1]", fix)
-        return value
-    if _is_int(value) and value >= 1:
-        return value
-    if isinstance(value, str):
-        try:
-            size = parse_size(value)
-        except MonetError:
-            size = 0
-        if size >= 1:
-            return size
-    raise w.error(seq, i, f"budgets[{i}]", f"budget {value!r} is not valid", fix)
+    try:
+        return parse_budget(seq[i], field=f"budgets[{i}]")
+    except MonetError as err:
+        raise w.error(seq, i, f"budgets[{i}]", err.problem, f"{err.fix}, or null") from None
 
 
 def _choice(w: _Where, seq: _Seq, i: int, key: str, allowed: tuple[str, ...], nullable: bool) -> str | None:

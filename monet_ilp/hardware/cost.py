@@ -126,7 +126,7 @@ def cost_breakdown(op: Op, graph: TrainingGraph, core: Core, hw: Hardware, *, pi
     if op.cost is not None or op.op_type == "node":
         raise CostModelError(
             f"op {op.id!r} comes from a node-link graph (op type {op.op_type!r}, a supplied cost): "
-            "it has no MACs, shapes or hardware meaning",
+            "it has no shapes or hardware meaning",
             field=f"ops.{op.id}",
             fix="build such instances from the graph's own costs (P1 without --hw)",
         )
