@@ -173,8 +173,9 @@ def solve(
             first = metrics.violations[0].message
             if backend in _HEURISTICS:  # a heuristic promises no feasibility: its miss is no bug
                 status = Status.INFEASIBLE
-                message = (f"the {source} schedule breaks the instance "
-                           f"({len(metrics.violations)} violations: {kinds}; first: {first})")
+                count = len(metrics.violations)
+                message = (f"the {source} schedule breaks the instance ({count} violation"
+                           f"{'' if count == 1 else 's'}: {kinds}; first: {first})")
             else:
                 status = Status.ERROR
                 message = f"the evaluator rejects the schedule ({kinds}; first: {first}); {message}".rstrip("; ")

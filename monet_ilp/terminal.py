@@ -12,6 +12,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 #: Columns of output written to a file or a pipe, where no terminal sets them.
@@ -32,7 +33,8 @@ def show(table: Table, to: Console | None = None) -> None:
     wrapped or cut; one that does not fit becomes a list of records.
     """
     out = to or console
-    natural = out.measure(table).maximum
+    unbounded = out.options.update(max_width=10**6)  # measure as if the terminal had no edge
+    natural = Measurement.get(out, unbounded, table).maximum
     if natural <= out.width:
         for column in table.columns:
             column.no_wrap = True
