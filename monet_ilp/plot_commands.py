@@ -37,9 +37,10 @@ def plot() -> None:
 def gantt_cmd(schedule_path, instance_path, out, title):
     """Draw a schedule: core and link lanes, then memory occupancy.
 
-    One lane per core and per link, then each memory's occupancy against its
-    capacity.  Works on timed schedules (P1, P2, P3) and P1 sequences (drawn as the evaluator
-    times them).  Recomputations are hatched; transfers are coloured by direction.
+    One lane per core and per link that carries a transfer, then each memory's
+    occupancy against its capacity (a memory that holds nothing says why).  Works on
+    timed schedules (P1, P2, P3) and P1 sequences (drawn as the evaluator times them).
+    Recomputations are hatched; transfers are coloured by direction.
     """
     plot_module = _plot_module()
     plot_module.gantt(instance_path, schedule_path, path=out, title=title)
@@ -54,8 +55,10 @@ def pareto_cmd(front_path, out):
     """Draw a latency/energy Pareto front.
 
     The non-dominated points joined as a step front, their certified lower bounds,
-    and dominated points in grey.  FRONT_PATH is the JSON written by `monet-ilp pareto`
-    (its format is in the monet_ilp.plot docstring).
+    dominated points in grey and infeasible ones as red crosses.  FRONT_PATH is the
+    JSON written by `monet-ilp pareto` or by `monet-ilp ga --out` (both formats are in
+    the monet_ilp.plot docstring).  Each axis is in the unit its values call for
+    (kcycles, Mcycles, nJ, mJ, ...).
     """
     plot_module = _plot_module()
     plot_module.pareto(front_path, path=out)

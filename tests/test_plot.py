@@ -96,7 +96,9 @@ def test_gantt_p3_lanes_capacity_and_png(p3, tmp_path):
     fig = plot.gantt(inst, schedule, path=out)
     width, height = png_size(out)
     assert 800 <= width <= 3000 and 400 <= height <= 3000
-    assert lane_labels(fig) == [c.id for c in inst.cores] + [l.id for l in inst.links]
+    busy = {t.link for t in schedule.transfers}
+    assert lane_labels(fig) == [c.id for c in inst.cores] + [l.id for l in inst.links if l.id in busy]
+    assert "noc_0_1" not in lane_labels(fig)  # store-all moves nothing between the cores
     for core in inst.cores:
         assert capacity_of_panel(fig, core.memory) == inst.memory(core.memory).capacity_bytes
     assert axes_by_gid(fig, "memory:dram")  # the shared DRAM has a panel of its own
@@ -126,7 +128,7 @@ def test_gantt_p1_sequence_is_drawn_timed_with_recomputations_hatched(p1, tmp_pa
 def test_gantt_p2_transfers_coloured_by_direction(p2, tmp_path):
     inst, schedule = p2
     fig = plot.gantt(inst, schedule, path=tmp_path / "p2.png")
-    assert lane_labels(fig) == [inst.cores[0].id] + [l.id for l in inst.links]
+    assert lane_labels(fig) == [inst.cores[0].id] + [l.id for l in inst.links]  # every link is busy
     link_lane = 1
     colors = {tuple(to_rgba(c)) for coll in axes_by_gid(fig, "gantt").collections
               for c, b in zip(coll.get_facecolors(), bars(coll)) if b[2] == link_lane}
@@ -236,6 +238,20 @@ def test_pareto_front_bounds_and_dominated(tmp_path):
     assert "3 non-dominated of 4 points" in fig.get_suptitle()
 
 
+def test_pareto_bound_shared_by_every_point_is_one_line():
+    # demo.py grades every point against the instance's bounds: one line each, not a bar per point.
+    front = {"instance": "x", "points": [point(100, 900, 400, latency_bound=80), point(150, 700, 400, latency_bound=80),
+                                         point(160, 800, 400, latency_bound=80)]}
+    ax = axes_by_gid(plot.pareto(front), "pareto")
+    (energy,) = [line for line in ax.get_lines() if line.get_gid() == "energy_bound_all"]
+    (latency,) = [line for line in ax.get_lines() if line.get_gid() == "latency_bound_all"]
+    assert list(energy.get_ydata()) == [400, 400] and list(latency.get_xdata()) == [80, 80]
+    assert not [c for c in ax.collections if c.get_gid() in ("energy_bounds", "latency_bounds")]
+    assert ax.get_ylim()[0] < 400 and ax.get_xlim()[0] < 80  # the bounds are in view
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "certified energy lower bound\n(the same for every point)" in legend
+
+
 def test_pareto_empty_front_still_draws(tmp_path):
     plot.pareto({"instance": "none", "points": []}, path=tmp_path / "empty.png")
     assert png_size(tmp_path / "empty.png")[0] > 0
@@ -320,3 +336,205 @@ def test_cli_malformed_input_and_bad_output_exit_2(p3, tmp_path, capsys):
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("error: "), err
         assert all(f in lines[0] for f in fragments), lines[0]
+
+
+# ------------------------------------------------------- reading GA results
+def tiny_p3():
+    """The small P3 instance of tests/test_ga.py: a 2-layer MLP on two cores, 9 KiB of SRAM each."""
+    graph = zoo.mlp(depth=2, width=64, batch=8, in_features=64)
+    return make_instance(graph, preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3", sram_budget=9 * 1024)
+
+
+@pytest.fixture(scope="module")
+def ga_result():
+    from monet_ilp.ga import run_ga
+
+    result = run_ga(tiny_p3(), seed=1, generations=3, population=8)
+    assert result["points"] and all(p["feasible"] for p in result["points"])
+    return result
+
+
+def test_cli_plots_a_ga_result(ga_result, tmp_path, capsys):
+    from monet_ilp.cli import main
+
+    (tmp_path / "ga.json").write_text(json.dumps(ga_result))
+    main(["plot", "pareto", str(tmp_path / "ga.json"), "-o", str(tmp_path / "front.png")])
+    assert "wrote" in capsys.readouterr().err
+    assert png_size(tmp_path / "front.png")[0] > 500
+    fig = plot.pareto(tmp_path / "ga.json")
+    ax = axes_by_gid(fig, "pareto")
+    (front_line,) = [line for line in ax.get_lines() if line.get_gid() == "front"]
+    points = sorted((p["latency_cycles"], p["energy_pj"]) for p in ga_result["points"])
+    assert list(zip(front_line.get_xdata(), front_line.get_ydata())) == points
+    assert not [c for c in ax.collections if c.get_gid() in ("infeasible", "energy_bounds")]
+    n = len(points)
+    assert fig.get_suptitle() == f"{ga_result['instance']} (GA): {n} non-dominated of {n} points"
+
+
+def test_infeasible_ga_points_are_crosses_off_the_front(ga_result):
+    result = json.loads(json.dumps(ga_result))
+    first = result["points"][0]
+    # An infeasible point that would dominate everything if it counted.
+    result["points"].append({**first, "feasible": False, "latency_cycles": first["latency_cycles"] // 2,
+                             "energy_pj": first["energy_pj"] // 2})
+    ax = axes_by_gid(plot.pareto(result), "pareto")
+    (front_line,) = [line for line in ax.get_lines() if line.get_gid() == "front"]
+    assert list(front_line.get_xdata()) == sorted(p["latency_cycles"] for p in ga_result["points"])
+    (crosses,) = [c for c in ax.collections if c.get_gid() == "infeasible"]
+    assert [tuple(o) for o in crosses.get_offsets()] == [(first["latency_cycles"] // 2, first["energy_pj"] // 2)]
+    assert "infeasible" in " ".join(t.get_text() for t in ax.get_legend().get_texts())
+
+    # A GA run without a feasible individual keeps only its least-violating one.
+    result["points"] = [{**first, "feasible": False}]
+    fig = plot.pareto(result)
+    ax = axes_by_gid(fig, "pareto")
+    assert not [line for line in ax.get_lines() if line.get_gid() == "front"]
+    assert fig.get_suptitle().endswith("(GA): no feasible point, 1 infeasible")
+    assert [t.get_text() for t in ax.texts if t.get_gid() == "note"][0].startswith("no feasible point")
+
+
+def test_read_front_of_a_ga_result(ga_result):
+    data = plot.read_front(ga_result)
+    assert data["source"] == "ga" and data["instance"] == ga_result["instance"]
+    assert [(p["latency_cycles"], p["energy_pj"], p["feasible"], p["status"]) for p in data["points"]] == [
+        (p["latency_cycles"], p["energy_pj"], True, "feasible") for p in ga_result["points"]]
+    assert all(p["schedule"] is None and p["energy_bound_pj"] is None for p in data["points"])
+    assert plot.read_front(FRONT)["source"] == "pareto"
+
+
+def test_errors_never_echo_a_whole_value(ga_result, tmp_path, capsys):
+    from monet_ilp.cli import main
+
+    # The first-hour mistake: a GA point's inline schedule in a file without the GA format.
+    front = {"instance": "x", "points": [{**ga_result["points"][0]}]}
+    (tmp_path / "front.json").write_text(json.dumps(front))
+    ga = json.loads(json.dumps(ga_result))
+    ga["points"][0]["latency_cycles"] = "9" * 500
+    (tmp_path / "ga.json").write_text(json.dumps(ga))
+    (tmp_path / "sched.json").write_text(json.dumps(ga_result["points"][0]["schedule"]))
+    cases = [("front.json", "points[0].schedule", "an object ("),
+             ("ga.json", "points[0].latency_cycles", "'" + "9" * 56 + "..."),
+             ("sched.json", "format", "'monet-ilp/schedule'")]
+    for name, field, shown in cases:
+        with pytest.raises(SystemExit) as exit_:
+            main(["plot", "pareto", str(tmp_path / name), "-o", str(tmp_path / "p.png")])
+        assert exit_.value.code == 2
+        lines = [line for line in capsys.readouterr().err.splitlines() if line.strip()]
+        assert len(lines) == 1 and lines[0].startswith("error: "), lines
+        assert name in lines[0] and field in lines[0] and shown in lines[0] and "fix:" in lines[0]
+        assert len(lines[0].replace(str(tmp_path), "")) < 250, lines[0]
+        assert "9" * 61 not in lines[0] and "F:fc" not in lines[0]
+
+
+# ---------------------------------------------------- readable figures, measured
+def rendered(fig):
+    """Draw the figure on its Agg canvas; return the renderer for bounding boxes."""
+    fig.canvas.draw()
+    return fig.canvas.get_renderer()
+
+
+def tick_labels(axis):
+    """The tick labels drawn on an axis: inside its view, visible, not empty."""
+    lo, hi = sorted(axis.get_view_interval())
+    span = hi - lo
+    return [t.label1 for t in axis.get_major_ticks()
+            if lo - 1e-9 * span <= t.get_loc() <= hi + 1e-9 * span
+            and t.label1.get_visible() and t.label1.get_text()]
+
+
+def assert_readable(axis, renderer, unit: str, longest: int = 6) -> None:
+    """The unit is named in the axis label; tick labels are short and do not overlap."""
+    assert f"({unit})" in axis.get_label().get_text(), axis.get_label().get_text()
+    labels = tick_labels(axis)
+    assert len(labels) >= 2
+    assert all(len(t.get_text()) <= longest for t in labels), [t.get_text() for t in labels]
+    boxes = [t.get_window_extent(renderer) for t in labels]
+    horizontal = axis.axis_name == "x"
+    spans = sorted((b.x0, b.x1) if horizontal else (b.y0, b.y1) for b in boxes)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), [t.get_text() for t in labels]
+
+
+def data_points_px(ax):
+    """Every scatter point of the axes, in display coordinates."""
+    return [tuple(xy) for c in ax.collections if len(c.get_offsets())
+            for xy in ax.transData.transform(c.get_offsets())]
+
+
+def scaled_front(latency_scale: int, energy_scale: int) -> dict:
+    front = json.loads(json.dumps(FRONT))
+    for p in front["points"]:
+        for key, scale in (("latency_cycles", latency_scale), ("energy_pj", energy_scale),
+                           ("energy_bound_pj", energy_scale), ("latency_bound_cycles", latency_scale)):
+            if p[key] is not None:
+                p[key] *= scale
+    return front
+
+
+@pytest.mark.parametrize("latency_scale, energy_scale, units", [
+    (1, 1, ("cycles", "pJ")),
+    (41_113, 47_000_001, ("Mcycles", "mJ")),  # ResNet-18 on edge_tpu: ~6 Mcycles, ~42 mJ
+    (10**7 + 7, 10**4 + 3, ("Gcycles", "µJ")),
+])
+def test_pareto_axes_units_ticks_and_legend(latency_scale, energy_scale, units):
+    fig = plot.pareto(scaled_front(latency_scale, energy_scale))
+    renderer = rendered(fig)
+    ax = axes_by_gid(fig, "pareto")
+    assert_readable(ax.xaxis, renderer, units[0])
+    assert_readable(ax.yaxis, renderer, units[1])
+    legend = ax.get_legend().get_window_extent(renderer)
+    assert legend.x0 >= ax.get_window_extent(renderer).x1  # outside the axes, to the right
+    points = data_points_px(ax)
+    assert len(points) >= 4 and not any(legend.contains(x, y) for x, y in points)
+
+
+def test_pick_unit_and_quantity():
+    assert plot.pick_unit(0, "cycles") == (1, "cycles")
+    assert plot.pick_unit(999, "cycles") == (1, "cycles")
+    assert plot.pick_unit(1000, "cycles") == (1000, "kcycles")
+    assert plot.pick_unit(42_854_725_770, "pJ") == (10**9, "mJ")
+    assert plot.pick_unit(3 * 2**20, "B") == (2**20, "MiB")
+    assert plot.quantity(6_217_177, "cycles") == "6.217 Mcycles"
+    assert plot.quantity(27_260_000, "pJ") == "27.26 µJ"
+    assert plot.quantity(512, "B") == "512 B"
+
+
+def test_gantt_time_axis_memory_panels_and_lanes(p2):
+    inst, schedule = p2
+    fig = plot.gantt(inst, schedule)
+    renderer = rendered(fig)
+    makespan = evaluate(inst, schedule).latency_cycles
+    time_unit = plot.pick_unit(makespan, "cycles")[1]
+    assert time_unit != "cycles"
+    bottom = fig.axes[-1]
+    assert_readable(bottom.xaxis, renderer, time_unit)
+    assert f"{makespan / plot.pick_unit(makespan, 'cycles')[0]:.4g} {time_unit}" in fig.get_suptitle()
+    for memory in inst.memories:
+        ax = axes_by_gid(fig, f"memory:{memory.id}")
+        unit = ax.get_ylabel().split("(")[-1].rstrip(")")
+        assert unit in ("B", "KiB", "MiB", "GiB"), ax.get_ylabel()
+        assert_readable(ax.yaxis, renderer, unit, longest=4)
+    # Lane labels are one per lane, stacked without overlap.
+    lanes = sorted((b.y0, b.y1) for b in (t.get_window_extent(renderer) for t in tick_labels(
+        axes_by_gid(fig, "gantt").yaxis)))
+    assert len(lanes) == len(lane_labels(fig)) and all(a[1] <= b[0] for a, b in zip(lanes, lanes[1:]))
+
+
+def test_gantt_explains_memories_that_hold_nothing(p3):
+    inst, schedule = p3
+    notes = lambda fig, memory: [t.get_text() for t in axes_by_gid(fig, f"memory:{memory}").texts  # noqa: E731
+                                 if t.get_gid() == "empty_note"]
+    # Store-all runs everything on pe_0: pe_1 is idle and its SRAM unused.
+    fig = plot.gantt(inst, schedule)
+    assert notes(fig, "pe_1.sram") == ["unused: no run or transfer touches pe_1.sram"]
+    assert notes(fig, "pe_0.sram") == [] and notes(fig, "dram") == []
+    assert "pe_1" in lane_labels(fig)  # an idle core keeps its lane
+    # Optimizer updates read and write only persistent tensors, in DRAM: a core that
+    # runs nothing else holds nothing, and the panel says why instead of a bare "peak 0 B".
+    kinds = {op.id: str(op.kind) for op in inst.graph.ops}
+    moved = [replace(r, core="pe_1") if kinds[r.op] == "optimizer" else r for r in schedule.ops]
+    n = sum(1 for r in moved if r.core == "pe_1")
+    fig = plot.gantt(inst, replace(schedule, ops=tuple(moved)))
+    assert evaluate(inst, replace(schedule, ops=tuple(moved))).peak_bytes["pe_1.sram"] == 0
+    (note,) = notes(fig, "pe_1.sram")
+    assert note == (f"holds nothing: the {n} runs here (optimizer) read and write only persistent "
+                    f"tensors, streamed from {inst.persistent_home}")

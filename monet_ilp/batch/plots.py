@@ -2,7 +2,11 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot, so
 no global backend is switched), and written as PNG.  Only verified schedules are
-plotted (DESIGN.md, honesty rules).
+plotted (DESIGN.md, honesty rules).  Each ``plot_*`` function writes its file and
+returns the path; the matching ``*_figure`` function builds the figure without
+writing it.  Counts have integer ticks, latencies and energies are in the unit
+:func:`monet_ilp.plot.pick_unit` picks from the data, and legends sit outside the
+axes so that they hide nothing.
 """
 
 from __future__ import annotations
@@ -14,21 +18,36 @@ from typing import Any, Iterable, Mapping
 from monet_ilp.batch.job import canonical_json
 from monet_ilp.batch.summary import _time_of, is_solved
 
-__all__ = ["instance_group", "pareto_front", "plot_gap_histogram", "plot_pareto_front", "plot_results",
-           "plot_time_to_solve"]
+__all__ = ["gap_histogram_figure", "instance_group", "pareto_front", "pareto_front_figure",
+           "plot_gap_histogram", "plot_pareto_front", "plot_results", "plot_time_to_solve",
+           "time_to_solve_figure"]
 
 #: Job parameters that do not change the instance (they pick the solver or the objective).
 _SOLVER_PARAMS = ("backend", "label", "options", "objective", "alpha", "runtime_limit_cycles", "seed",
                   "time_limit", "workers", "plugins")
 
 
-def _figure(width: float = 6.4, height: float = 4.2):
+def _figure(width: float = 8.0, height: float = 4.2):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(width, height), layout="constrained")
+    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
     FigureCanvasAgg(fig)
     return fig
+
+
+def _legend_outside(ax, **kwargs) -> None:
+    """The legend to the right of the axes (constrained layout makes room), never over data."""
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
+                  fontsize="small", **kwargs)
+
+
+def _integer_counts(axis) -> None:
+    """Ticks at whole numbers only: the axis counts records."""
+    from matplotlib.ticker import MaxNLocator
+
+    axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _label(record: Mapping[str, Any]) -> str:
@@ -43,51 +62,72 @@ def _by_label(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[st
     return out
 
 
-def plot_time_to_solve(records: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
+def time_to_solve_figure(records: Iterable[Mapping[str, Any]]):
     """Instances solved (verified schedule) within t seconds, against t, one curve per backend."""
     fig = _figure()
     ax = fig.add_subplot()
-    groups = _by_label(records)
-    longest = 0.0
-    for label, group in groups.items():
+    for label, group in _by_label(records).items():
         times = sorted(t for r in group if is_solved(r) and (t := _time_of(r)) is not None)
         if not times:
             ax.plot([], [], label=f"{label} (0/{len(group)})")
             continue
-        longest = max(longest, times[-1])
-        xs = [max(t, 1e-3) for t in times]
+        xs = [max(t, 1e-3) for t in times]  # a log axis has no 0
         ax.step([xs[0]] + xs, [0] + list(range(1, len(xs) + 1)), where="post",
                 label=f"{label} ({len(times)}/{len(group)})")
-    from matplotlib.ticker import MaxNLocator
-
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _integer_counts(ax.yaxis)
     ax.set_xscale("log")
     ax.set_xlabel("time (s, log scale)")
     ax.set_ylabel("instances solved (verified)")
     ax.set_title("time to solve")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize="small")
-    return _save(fig, path)
+    _legend_outside(ax)
+    return fig
 
 
-def plot_gap_histogram(records: Iterable[Mapping[str, Any]], path: str | Path, bins: int = 20) -> Path:
-    """Histogram of the relative gap (in %) of the solved records that have a bound, per backend."""
+def plot_time_to_solve(records: Iterable[Mapping[str, Any]], path: str | Path) -> Path:
+    """Write :func:`time_to_solve_figure` to ``path`` (PNG); return the path."""
+    return _save(time_to_solve_figure(records), path)
+
+
+def gap_histogram_figure(records: Iterable[Mapping[str, Any]], bins: int = 20):
+    """Histogram of the relative gap (in %) of the solved records that have a bound, per backend.
+
+    When every gap is 0 the histogram has one bin: a single bar at 0 (stacked by
+    backend) and a note that every solve was proven optimal.
+    """
     fig = _figure()
     ax = fig.add_subplot()
     data = {label: [100.0 * float(r["gap"]) for r in group if is_solved(r) and r.get("gap") is not None]
             for label, group in _by_label(records).items()}
     data = {k: v for k, v in data.items() if v}
-    if data:
-        top = max(max(v) for v in data.values())
-        edges = [top * i / bins for i in range(bins + 1)] if top > 0 else [-0.5, 0.5]
-        ax.hist(list(data.values()), bins=edges, label=[f"{k} ({len(v)})" for k, v in data.items()])
-        ax.legend(fontsize="small")
-    else:
+    total = sum(len(v) for v in data.values())
+    top = max((max(v) for v in data.values()), default=0.0)
+    if not data:
         ax.text(0.5, 0.5, "no solved record with a bound", ha="center", va="center", transform=ax.transAxes)
+    elif top <= 0:
+        bottom = 0
+        for label, gaps in data.items():
+            ax.bar([0], [len(gaps)], bottom=[bottom], width=0.6, label=f"{label} ({len(gaps)})")
+            bottom += len(gaps)
+        ax.set_xlim(-1.5, 1.5)
+        ax.set_xticks([0])
+        ax.set_ylim(0, total * 1.25)
+        ax.text(0.5, 0.95, f"all {total} solve{'s' * (total != 1)} proven optimal (gap 0 %)",
+                ha="center", va="top", transform=ax.transAxes, gid="note")
+    else:
+        edges = [top * i / bins for i in range(bins + 1)]
+        ax.hist(list(data.values()), bins=edges, label=[f"{k} ({len(v)})" for k, v in data.items()])
+    _integer_counts(ax.yaxis)
     ax.set_xlabel("gap (%)")
     ax.set_ylabel("records")
     ax.set_title("gap between objective and bound")
-    return _save(fig, path)
+    _legend_outside(ax)
+    return fig
+
+
+def plot_gap_histogram(records: Iterable[Mapping[str, Any]], path: str | Path, bins: int = 20) -> Path:
+    """Write :func:`gap_histogram_figure` to ``path`` (PNG); return the path."""
+    return _save(gap_histogram_figure(records, bins), path)
 
 
 def instance_group(record: Mapping[str, Any]) -> str:
@@ -105,8 +145,13 @@ def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, flo
     return front
 
 
-def plot_pareto_front(records: Iterable[Mapping[str, Any]], path: str | Path, title: str = "") -> Path:
-    """Latency against energy of the verified schedules of one instance, and their front."""
+def pareto_front_figure(records: Iterable[Mapping[str, Any]], title: str = ""):
+    """Latency against energy of the verified schedules of one instance, and their front.
+
+    Both axes are in the unit that keeps tick labels short (named in the labels).
+    """
+    from monet_ilp.plot import unit_axis
+
     fig = _figure()
     ax = fig.add_subplot()
     records = [r for r in records if is_solved(r) and r.get("latency_cycles") is not None
@@ -122,12 +167,17 @@ def plot_pareto_front(records: Iterable[Mapping[str, Any]], path: str | Path, ti
     if front:
         ax.step([p[0] for p in front], [p[1] for p in front], where="post", color="black", linewidth=1,
                 label="front")
-    ax.set_xlabel("latency (cycles)")
-    ax.set_ylabel("energy (pJ)")
+    unit_axis(ax.xaxis, max((r["latency_cycles"] for r in records), default=0), "cycles", "latency", nbins=6)
+    unit_axis(ax.yaxis, max((r["energy_pj"] for r in records), default=0), "pJ", "energy", nbins=6)
     ax.set_title(title or "Pareto front", fontsize="medium")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize="x-small")
-    return _save(fig, path)
+    _legend_outside(ax)
+    return fig
+
+
+def plot_pareto_front(records: Iterable[Mapping[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Write :func:`pareto_front_figure` to ``path`` (PNG); return the path."""
+    return _save(pareto_front_figure(records, title), path)
 
 
 def plot_results(records: Iterable[Mapping[str, Any]], out_dir: str | Path, *,
@@ -164,5 +214,5 @@ def plot_results(records: Iterable[Mapping[str, Any]], out_dir: str | Path, *,
 def _save(fig, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path)
     return path
