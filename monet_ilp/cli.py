@@ -711,11 +711,16 @@ def bound_cmd(path, objective, runtime_limit, time_limit, workers, no_solver, js
         table.add_row(b["name"], b["family"], value, b["holds_for"], f"{b['seconds']:.2f}", b["detail"])
     show(table)
     best = report["best"]
-    console.print(f"best lower bound: {best if best is None else format(best, ',')} ({report['best_source']})"
-                  + ("" if report["incumbent"] is None else f"; best schedule found: {report['incumbent']:,}"),
-                  highlight=False)
+    if best == float("inf"):
+        why = next(b["detail"] for b in report["bounds"] if b["name"] == report["best_source"])
+        console.print(f"no schedule exists ({report['best_source']}: {why})", highlight=False, markup=False)
+    else:
+        console.print(f"best lower bound: {best if best is None else format(best, ',')} ({report['best_source']})"
+                      + ("" if report["incumbent"] is None else f"; best schedule found: {report['incumbent']:,}"),
+                      highlight=False)
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    exit_unless(best != float("inf"))
 
 
 @cli.command("grade")

@@ -62,7 +62,7 @@ from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph.ir import read_json
 from monet_ilp.instance import Instance
-from monet_ilp.schedule import Schedule, Sequence, load_schedule
+from monet_ilp.schedule import Schedule, Sequence, check_made_for, load_schedule
 
 __all__ = ["OP_COLORS", "TRANSFER_COLORS", "UNITS", "gantt", "non_dominated", "pareto", "pick_unit",
            "quantity", "read_front", "transfer_direction", "unit_axis"]
@@ -244,7 +244,9 @@ def gantt(instance: Instance | str | Path, schedule: Schedule | Sequence | str |
     if not isinstance(instance, Instance):
         instance = Instance.load(instance)
     if not isinstance(schedule, (Schedule, Sequence)):
-        schedule = load_schedule(schedule)
+        schedule = load_schedule(schedule, instance)  # refuses a schedule made for another instance
+    else:
+        check_made_for(schedule, instance)
     metrics = evaluate(instance, schedule)
     timed = metrics.schedule
     makespan = max(metrics.latency_cycles, 1)

@@ -74,6 +74,7 @@ def test_a_schedule_for_another_instance_is_refused(instances):
         assert run("solve", roomy, "--time-limit", "10", "--out", str(d / "s.json")).returncode == 0
     for command in (("evaluate", other, str(d / "s.json")),
                     ("grade", str(d / "s.json"), "--instance", other),
+                    ("plot", "gantt", str(d / "s.json"), "--instance", other, "-o", str(d / "g.png")),
                     ("solve", other, "--hint", str(d / "s.json"))):
         assert_user_error(run(*command), "made for another instance", "meta.instance")
     # The same graph and hardware under another budget is the same instance to a schedule:

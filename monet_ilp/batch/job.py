@@ -214,7 +214,8 @@ def run_job(payload: Mapping[str, Any],
     params = payload["params"]
     fields: dict[str, Any] = {"instance": None, "instance_hash": None, "status": "error", "objective": None,
                               "bound": None, "gap": None, "feasible": None, "latency_cycles": None,
-                              "energy_pj": None, "compute_cycles": None, "message": "", "wall_time_s": None,
+                              "energy_pj": None, "compute_cycles": None, "message": "", "source": "",
+                              "wall_time_s": None,
                               "build_s": None, "stats": {}}
     start = time.perf_counter()
     try:
@@ -256,6 +257,7 @@ def run_job(payload: Mapping[str, Any],
         energy_pj=metrics.energy.total_pj if verified else None,
         compute_cycles=metrics.compute_cycles if verified else None,
         message=result.message,
+        source=result.source,
         wall_time_s=round(result.wall_time_s, 4),
         stats=json.loads(json.dumps(dict(result.stats), default=str)),
     )

@@ -117,6 +117,7 @@ def make_record(job: Job, outcome: Mapping[str, Any], executor: str) -> dict[str
         "compute_cycles": get("compute_cycles"),
         "schedule": None,
         "message": get("message", ""),
+        "source": get("source", ""),
         "wall_time_s": get("wall_time_s"),
         "build_s": get("build_s"),
         "elapsed_s": outcome.get("elapsed_s"),

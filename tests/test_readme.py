@@ -1,0 +1,95 @@
+"""Every example in the README runs as written, in order, in a fresh directory.
+
+The fenced blocks are run top to bottom: ``sh`` blocks line by line through the
+shell (with this interpreter's ``monet-ilp`` first on the PATH), ``python`` blocks
+with this interpreter, and a ``json NAME`` block is written to the file NAME.  Only
+the time spent is cut: ``--time-limit`` to :data:`SECONDS`, ``--generations`` and
+``--points`` to small counts.  A line must exit 0, or 1 where its comment says
+``exits 1``.  The set-up commands (``pip install``, ``monet-ilp demo``, pytest) are
+indented blocks, not fenced ones: the demo has its own test in ``test_cli.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+
+#: The caps on what costs time; every other option runs as the README writes it.
+SECONDS = 3
+CAPS = {"--time-limit": SECONDS, "--generations": 3, "--population": 8, "--points": 3}
+
+FENCE = re.compile(r"^```(\w+)[ \t]*(\S*)[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
+
+
+def readme_steps() -> list[tuple[str, str, str]]:
+    """``(kind, text, file name)`` for every runnable step, in README order."""
+    steps = []
+    for kind, name, body in FENCE.findall(README.read_text()):
+        if kind == "sh":
+            steps += [("sh", line.strip(), "") for line in body.splitlines() if line.strip()]
+        elif kind == "python":
+            steps.append(("python", body, ""))
+        elif kind == "json" and name:
+            steps.append(("json", body, name))
+    return steps
+
+
+def capped(command: str) -> str:
+    """``command`` with the time-consuming options cut to :data:`CAPS`."""
+
+    def cut(match: re.Match) -> str:
+        option, value = match.group(1), float(match.group(2))
+        cap = CAPS[option]
+        return f"{option} {min(value, cap):g}"
+
+    return re.sub(r"(" + "|".join(map(re.escape, CAPS)) + r")\s+([0-9.]+)", cut, command)
+
+
+STEPS = readme_steps()
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """An empty directory with the repository's instance sets, as a checkout has them."""
+    where = tmp_path_factory.mktemp("readme")
+    (where / "instances").symlink_to(ROOT / "instances")
+    return where
+
+
+def test_the_readme_has_examples_of_every_kind():
+    kinds = {kind for kind, _, _ in STEPS}
+    assert kinds == {"sh", "python", "json"}
+    commands = " ".join(text for kind, text, _ in STEPS if kind == "sh")
+    for sub in ("graph build", "graph import", "hw validate", "instance make", "baseline", "evaluate",
+                "solve", "min-budget", "bound", "pareto", "plot gantt", "plot pareto", "grade", "ga",
+                "batch run", "batch summary", "batch plot"):
+        assert f"monet-ilp {sub}" in commands, sub
+
+
+@pytest.mark.parametrize("step", range(len(STEPS)), ids=lambda k: f"{k}:{STEPS[k][1][:50]}")
+def test_readme_step(workdir, step):
+    kind, text, name = STEPS[step]
+    if kind == "json":
+        (workdir / name).write_text(text)
+        return
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    if kind == "python":
+        done = subprocess.run([sys.executable, "-c", text], cwd=workdir, env=env, capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr
+        return
+    command = capped(text)
+    done = subprocess.run(command, shell=True, cwd=workdir, env=env, capture_output=True, text=True,
+                          timeout=600)
+    expected = 1 if "exits 1" in text else 0
+    output = done.stdout + done.stderr
+    assert done.returncode == expected, f"{command}\n{output}"
+    assert "Traceback" not in output and "Warning" not in output, f"{command}\n{output}"
