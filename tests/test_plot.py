@@ -177,8 +177,10 @@ def test_gantt_accepts_paths_and_rejects_a_sequence_on_several_cores(p1, p3, tmp
     inst.save(tmp_path / "i.json")
     save_schedule(sequence, tmp_path / "s.json")
     assert lane_labels(plot.gantt(tmp_path / "i.json", tmp_path / "s.json")) == [inst.cores[0].id]
-    with pytest.raises(MonetError, match="one core"):
+    with pytest.raises(MonetError, match="made for another instance"):
         plot.gantt(p3[0], sequence)
+    with pytest.raises(MonetError, match="one core"):  # a hand-made sequence carries no fingerprint
+        plot.gantt(p3[0], replace(sequence, meta={}))
     with pytest.raises(MonetError, match="suffix-less|fix: end the path"):
         plot.gantt(inst, sequence, path=tmp_path / "noext")
     with pytest.raises(MonetError, match="does not exist"):
