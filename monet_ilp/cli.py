@@ -667,7 +667,11 @@ def pareto_cmd(path, points, backend, time_limit, workers, out, plot_path):
                       gap, p["status"], p.get("source") or "-")
     show(table)
     err_console.print(f"wrote {target}")
-    if plot_path:
+    if not front["points"]:
+        for step in front["sweep"]:
+            console.print(f"{step['label']}: {step['status']}: {step['message']}", markup=False,
+                          highlight=False)
+    elif plot_path:
         from monet_ilp.plot import pareto
 
         pareto(front, plot_path)

@@ -83,8 +83,7 @@ def pareto_front(
             "latency_bound_cycles": None, "energy_bound_pj": None, "schedule": None,
             "message": result.message,
         }
-        if result.metrics is not None and result.metrics.feasible and result.status in (
-                Status.OPTIMAL, Status.FEASIBLE):
+        if _verified(result):
             entry["latency_cycles"] = result.metrics.latency_cycles
             entry["energy_pj"] = result.metrics.energy.total_pj
             if where is not None:
@@ -101,10 +100,11 @@ def pareto_front(
 
     fast = run("latency optimum", Objective.LATENCY, instance.runtime_limit_cycles)
     frugal = run("energy optimum", Objective.ENERGY, instance.runtime_limit_cycles)
-    if fast.metrics is None or frugal.metrics is None:
-        raise MonetError(f"the sweep found no schedule for an extreme point ({fast.status}, "
-                         f"{frugal.status})", field="instance",
-                         fix="raise --time-limit, or relax the memory budget")
+    front_file = {"instance": instance.name, "objective_x": "latency", "objective_y": "energy",
+                  "backend": backend, "time_limit_s": time_limit, "points": [], "sweep": sweep}
+    if not _verified(fast) or not _verified(frugal):
+        # No extreme point, no range to sweep: an empty front, with each solve's reason.
+        return front_file
     low, high = fast.metrics.latency_cycles, frugal.metrics.latency_cycles
     caps = sorted({low + (high - low) * k // (points - 1) for k in range(points - 1)}) if high > low else []
     for cap in caps:
@@ -120,8 +120,13 @@ def pareto_front(
     for p in front:
         p["energy_bound_pj"] = _energy_bound_at(p["latency_cycles"], sweep)
     front.sort(key=lambda p: (p["latency_cycles"], p["energy_pj"]))
-    return {"instance": instance.name, "objective_x": "latency", "objective_y": "energy",
-            "backend": backend, "time_limit_s": time_limit, "points": front, "sweep": sweep}
+    return {**front_file, "points": front}
+
+
+def _verified(result: Result) -> bool:
+    """Whether ``result`` holds a schedule the evaluator accepts."""
+    return result.metrics is not None and result.metrics.feasible and result.status in (
+        Status.OPTIMAL, Status.FEASIBLE)
 
 
 def _energy_bound_at(latency: int, sweep: list[dict[str, Any]]) -> int | float | None:

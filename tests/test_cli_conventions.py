@@ -119,3 +119,17 @@ def test_status_from_solve_for_a_heuristic_miss():
     result = solve(inst, "heuristic:store_all")
     assert result.status is Status.INFEASIBLE and result.gap is None
     assert result.source == "heuristic:store_all" and result.schedule.meta["instance"] == inst.fingerprint
+
+
+def test_searches_without_a_feasible_point_exit_1(tmp_path):
+    p3 = str(tmp_path / "p3.json")
+    made = run("instance", "make", "--model", "mlp", "-p", "depth=2", "-p", "batch=64", "--hw", "edge_tpu",
+               "--set", "n_pe_x=2", "--set", "n_pe_y=1", "--problem", "P3", "--sram-budget", "4KiB", "--out", p3)
+    assert made.returncode == 0 and "no schedule exists" in made.stderr
+    ga = run("ga", p3, "--generations", "1", "--population", "4", "--out", str(tmp_path / "ga.json"))
+    assert ga.returncode == 1 and "INFEASIBLE" in ga.stdout
+    swept = run("pareto", p3, "--points", "2", "--time-limit", "2", "--out", str(tmp_path / "front.json"))
+    assert swept.returncode == 1 and "Traceback" not in swept.stderr
+    assert "latency optimum: infeasible" in swept.stdout
+    assert json.loads((tmp_path / "front.json").read_text())["points"] == []
+    assert run("bound", p3, "--no-solver").returncode == 1
