@@ -37,7 +37,7 @@ COST_SCALE = 1000
 
 
 class Problem(StrEnum):
-    """Problem classes of DESIGN.md; each contains the previous one."""
+    """Problem classes (``formulations/p1_problem.md`` to ``p3_problem.md``); each contains the previous."""
 
     P1 = "P1"  # remat: one core, one budgeted memory, fixed order of first computations
     P2 = "P2"  # remat + offload to a second memory over a link

@@ -2,7 +2,7 @@
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot, so
 no global backend is switched), and written as PNG.  Only verified schedules are
-plotted (DESIGN.md, honesty rules).  Each ``plot_*`` function writes its file and
+plotted (README, "Statuses").  Each ``plot_*`` function writes its file and
 returns the path; the matching ``*_figure`` function builds the figure without
 writing it.  Counts have integer ticks, latencies and energies are in the unit
 :func:`monet_ilp.plot.pick_unit` picks from the data, and legends sit outside the

@@ -1,7 +1,7 @@
 """Per-backend figures of a results directory: solved, optimal, mean gap, geometric-mean time.
 
 Reads the last record of every key.  "Solved" counts only schedules the evaluator
-verified (DESIGN.md, honesty rules); "optimal" only proven optima.  Times are
+verified (README, "Statuses"); "optimal" only proven optima.  Times are
 summarised by the shifted geometric mean ``exp(mean(log(t + s))) - s`` with
 ``s = 1`` second, the usual way to average solver times that span orders of
 magnitude (MIPLIB's shift is 1 s as well).

@@ -34,7 +34,7 @@ class MemoryPeak:
 def store_all_peak(graph: TrainingGraph, order: Sequence[str] | None = None) -> MemoryPeak:
     """Peak memory of running ``order`` (default: the graph's op order) keeping everything.
 
-    The semantics are those of Checkmate and Moccasin (DESIGN.md, P1): while op
+    The semantics are those of Checkmate and Moccasin (formulations/p1_problem.md): while op
     ``v`` runs, memory holds ``v``'s outputs and every non-persistent tensor that
     was produced before and is still read by ``v`` or a later op; a tensor is freed
     right after its last reader.  Graph inputs are resident from the start.
