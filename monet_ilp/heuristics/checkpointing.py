@@ -69,7 +69,8 @@ def chen_sqrt_sequence(instance: Instance) -> Sequence:
 
 
 def chen_greedy_sequence(
-    instance: Instance, budget_bytes: int | None = None, *, max_thresholds: int = 512
+    instance: Instance, budget_bytes: int | None = None, *, max_thresholds: int = 512,
+    deadline=None,
 ) -> Sequence:
     """Chen's greedy checkpointing, with the threshold searched for the budget.
 
@@ -96,6 +97,10 @@ def chen_greedy_sequence(
         The memory to fit; default ``instance.budget_bytes``.
     max_thresholds
         Cap on the thresholds tried.
+    deadline
+        A :class:`~monet_ilp.formulations.deadline.Deadline` (anything with ``passed()``):
+        once it has passed, the search stops and returns the best candidate so far (at
+        least one is always tried), so that a backend's time limit holds.
 
     Returns
     -------
@@ -120,6 +125,8 @@ def chen_greedy_sequence(
     best: tuple[tuple, Sequence] | None = None
     tried: set[tuple[int, ...]] = set()
     for b in thresholds:
+        if best is not None and deadline is not None and deadline.passed():
+            break
         segment_of = _greedy_segments(forward, out_bytes, b)
         signature = tuple(segment_of[op] for op in forward)
         if signature in tried:

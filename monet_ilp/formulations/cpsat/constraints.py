@@ -7,7 +7,15 @@ encoding's memory, C10-C11 the interval encoding's.
 
 from __future__ import annotations
 
-from monet_ilp.formulations.cpsat.variables import P1Vars, items_read_or_made, readers_of
+from typing import Any
+
+from monet_ilp.formulations.cpsat.variables import (
+    Item,
+    P1Vars,
+    items_read,
+    items_read_or_made,
+    readers_of,
+)
 
 
 def first_computation_once(v: P1Vars) -> None:
@@ -48,6 +56,7 @@ def inputs_resident_when_computing(v: P1Vars) -> None:
     """
     grid, model = v.grid, v.model
     for t, slots in enumerate(grid.stage_slots):
+        v.check("C2", t, grid.n)
         for r, j in slots:
             for i in grid.preds[j]:
                 earlier = [v.Rs(t, q, i) for q in range(r + 1)]
@@ -63,7 +72,9 @@ def retained_only_if_held(v: P1Vars) -> None:
     ``S^in[t+1,g] <= S^in[t,g]``.
     """
     model = v.model
-    for key in list(v.var):
+    keys = list(v.var)
+    for done, key in enumerate(keys):
+        v.check("C3", done, len(keys))
         if key[0] == "S":
             _, t, i = key
             model.add(v.S(t, i) <= v.R(t - 1, i) + v.S(t - 1, i))
@@ -80,6 +91,7 @@ def once_per_stage(v: P1Vars) -> None:
     """
     grid = v.grid
     for t, nodes in enumerate(grid.stage_nodes):
+        v.check("C4", t, grid.n)
         for i in nodes:
             slots = sum(1 for r in range(grid.passes) if ("R", t, r, i) in v.var)
             if ("S", t, i) in v.var:
@@ -97,12 +109,24 @@ def computations_and_retentions_used(v: P1Vars) -> None:
     sum R[t,r',j]`` over all reader slots of stage ``t``; likewise for inputs.
     """
     grid, model = v.grid, v.model
+    # The reader slots of each item in each stage, in slot order (one pass per stage:
+    # scanning the stage for every slot and item is quadratic in the stage).
+    reader_slots: list[dict[Item, list[tuple[int, Any]]]] = []
     for t, slots in enumerate(grid.stage_slots):
+        v.check("C5 readers", t, grid.n)
+        rank = grid.slot_rank[t]
+        readers: dict[Item, list[tuple[int, Any]]] = {}
+        for q, j in slots:
+            for item in items_read(grid, j):
+                readers.setdefault(item, []).append((rank[(q, j)], v.Rs(t, q, j)))
+        reader_slots.append(readers)
+    for t, slots in enumerate(grid.stage_slots):
+        v.check("C5", t, grid.n)
         rank = grid.slot_rank[t]
         for r, i in slots:
             if grid.first[i] == (t, t):
                 continue
-            later = [v.Rs(t, q, j) for q, j in slots if j in grid.consumers[i] and rank[(q, j)] > rank[(r, i)]]
+            later = [lit for at, lit in reader_slots[t].get(("node", i), ()) if at > rank[(r, i)]]
             carried = v.S(t + 1, i)
             model.add(v.Rs(t, r, i) - v.F(t, i) <= carried + sum(later))
     for key in list(v.var):
@@ -110,7 +134,7 @@ def computations_and_retentions_used(v: P1Vars) -> None:
             continue
         _, t, x = key
         item = ("input", x) if key[0] == "Sin" else ("node", x)
-        reads = [v.Rs(t, q, j) for q, j in grid.stage_slots[t] if j in readers_of(grid, item)]
+        reads = [lit for _, lit in reader_slots[t].get(item, ())]
         model.add(v.var[key] <= v.resident_at_start(t + 1, item) + sum(reads))
 
 
@@ -154,6 +178,7 @@ def passes_canonical(v: P1Vars) -> None:
     """
     grid, model = v.grid, v.model
     for t, slots in enumerate(grid.stage_slots):
+        v.check("C12", t, grid.n)
         for r, k in slots:
             if r == 0 or grid.fixed_order and k == t:
                 continue
@@ -165,7 +190,9 @@ def passes_canonical(v: P1Vars) -> None:
 def frees_after_last_reader(v: P1Vars) -> None:
     """C8: ``FREE[t,i,r,k] <=> R[t,r,k] and not S[t+1,i] and no later reader slot of i computed``."""
     grid, model = v.grid, v.model
-    for key in [k for k in v.var if k[0] == "FREE"]:
+    keys = [k for k in v.var if k[0] == "FREE"]
+    for done, key in enumerate(keys):
+        v.check("C8", done, len(keys))
         _, t, item, r, k = key
         free = v.var[key]
         rank = grid.slot_rank[t]
@@ -188,6 +215,7 @@ def memory_within_budget_stages(v: P1Vars) -> None:
     """
     grid, model = v.grid, v.model
     for t, slots in enumerate(grid.stage_slots):
+        v.check("C9", t, grid.n)
         held = sum(grid.size[i] * v.S(t, i) for i in range(grid.n) if ("S", t, i) in v.var)
         held += sum(grid.input_size[g] * v.S_in(t, g) for g in range(len(grid.input_ids))
                     if ("Sin", t, g) in v.var)
@@ -213,7 +241,8 @@ def retention_pieces_cover_reads(v: P1Vars) -> None:
     and the stage's end when the item is retained into the next stage.
     """
     grid, model = v.grid, v.model
-    for piece in v.pieces:
+    for done, piece in enumerate(v.pieces):
+        v.check("C10", done, len(v.pieces))
         t, (kind, x) = piece.stage, piece.item
         if ("start", t, piece.item) in v.var:
             if kind == "node" and ("S", t, x) in v.var:

@@ -54,6 +54,7 @@ def build_model(
     max_computes: int | None = None,
     minimize_peak: bool = False,
     peak_bounds: tuple[int, int] | None = None,
+    deadline=None,
 ) -> P1Vars:
     """Build the CP-SAT model of ``grid``.
 
@@ -68,6 +69,9 @@ def build_model(
     minimize_peak
         O2 instead of O1: the budget becomes a variable in ``peak_bounds`` (scaled
         units) and is minimised.
+    deadline
+        A :class:`~monet_ilp.formulations.deadline.Deadline`: past it the builders raise
+        :class:`~monet_ilp.formulations.deadline.OutOfTime` (and report progress before).
     """
     if encoding not in MEMORY_ENCODINGS:
         raise MonetError(f"unknown encoding {encoding!r}", field="encoding",
@@ -82,7 +86,7 @@ def build_model(
         upper = hi
     else:
         budget = upper = grid.budget
-    v = add_schedule_variables(model, grid, budget, upper)
+    v = add_schedule_variables(model, grid, budget, upper, deadline)
     C.first_computation_once(v)
     C.inputs_resident_when_computing(v)
     C.retained_only_if_held(v)

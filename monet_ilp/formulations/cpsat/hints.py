@@ -14,7 +14,7 @@ from typing import Iterable, Mapping
 
 from monet_ilp.errors import MonetError
 from monet_ilp.formulations.cpsat.grid import Grid
-from monet_ilp.formulations.cpsat.variables import Item, items_read_or_made, readers_of
+from monet_ilp.formulations.cpsat.variables import Item, items_read, items_read_or_made
 from monet_ilp.graph.ir import TrainingGraph
 from monet_ilp.instance import Instance
 from monet_ilp.schedule import Compute, Release, Sequence
@@ -94,12 +94,14 @@ def _in_passes(grid: Grid, stages: list[list[int]]) -> set[Cell]:
     return cells
 
 
-def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "") -> Completion | None:
+def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "",
+             deadline=None) -> Completion | None:
     """The canonical assignment of a set of cells, or ``None`` if a read is never served.
 
     Useless computations are dropped (C5; recomputations outside the domains D1 are
     useless too), retentions are the minimal ones (an item is held from its last
-    computation to its next read), frees follow C8 and memory C9/C10.
+    computation to its next read), frees follow C8 and memory C9/C10.  With a
+    ``deadline``, :class:`~monet_ilp.formulations.deadline.OutOfTime` once it passes.
     """
     cells = {c for c in cells if (c[1], c[2]) in grid.slot_rank[c[0]]}
     first_stage: dict[int, int] = {}
@@ -127,7 +129,7 @@ def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "") -> Completi
         for t, _, i in sorted(cells):
             stages[t].append(i)
         cells = _in_passes(grid, stages)
-    return _values(grid, frozenset(cells), retained, first_stage, source)
+    return _values(grid, frozenset(cells), retained, first_stage, source, deadline)
 
 
 def minimal_retention(grid: Grid, cells: set[Cell]) -> set[tuple[int, int]] | None:
@@ -156,7 +158,7 @@ def minimal_retention(grid: Grid, cells: set[Cell]) -> set[tuple[int, int]] | No
     return retained
 
 
-def _values(grid, cells, retained, first_stage, source) -> Completion:
+def _values(grid, cells, retained, first_stage, source, deadline=None) -> Completion:
     values: dict[tuple, int] = {}
     for t, slots in enumerate(grid.stage_slots):
         for r, i in slots:
@@ -181,6 +183,9 @@ def _values(grid, cells, retained, first_stage, source) -> Completion:
         offset.append(offset[-1] + len(slots))
     peak = 0
     for t, slots in enumerate(grid.stage_slots):
+        if deadline is not None:
+            deadline.check(f"completing the {source or 'given'} schedule",
+                           f"stage {t:,} of {grid.n:,}")
         rank = grid.slot_rank[t]
         held: dict[Item, int] = {}
         for i in range(grid.n):
@@ -191,6 +196,13 @@ def _values(grid, cells, retained, first_stage, source) -> Completion:
                 held[("input", g)] = grid.input_size[g]
         start = {item: offset[t] for item in held}
         end: dict[Item, int] = {}
+        # The rank of the last computed slot of the stage that reads each item: one pass
+        # over the stage instead of one per slot and item (quadratic in the stage).
+        last_read: dict[Item, int] = {}
+        for q, j in slots:
+            if (t, q, j) in cells:
+                for item in items_read(grid, j):
+                    last_read[item] = rank[(q, j)]
         for r, k in slots:
             here = (t, r, k) in cells
             if here and grid.size[k] > 0:
@@ -200,9 +212,7 @@ def _values(grid, cells, retained, first_stage, source) -> Completion:
             values[("U", t, r, k)] = memory
             peak = max(peak, memory)
             for item in items_read_or_made(grid, k):
-                readers = set(readers_of(grid, item))
-                later = any((t, q, j) in cells for q, j in slots
-                            if j in readers and rank[(q, j)] > rank[(r, k)])
+                later = last_read.get(item, -1) > rank[(r, k)]
                 free = here and not later and not resident_at_start(t + 1, item)
                 values[("FREE", t, item, r, k)] = int(free)
                 if free:
@@ -222,22 +232,34 @@ def hint_from(grid: Grid, sequence: Sequence, source: str = "hint") -> Completio
     return None if cells is None else complete(grid, cells, source=source)
 
 
-def baseline_completions(instance: Instance, grid: Grid) -> list[Completion]:
-    """Completions of the baselines (store-all, Chen sqrt(n), Chen greedy) the model can follow."""
+def baseline_completions(instance: Instance, grid: Grid, deadline=None) -> list[Completion]:
+    """Completions of the baselines (store-all, Chen sqrt(n), Chen greedy) the model can follow.
+
+    With a ``deadline`` (:class:`~monet_ilp.formulations.deadline.Deadline`), the ones
+    completed before it passes: the greedy search stops early, and a completion cut
+    short is left out.
+    """
+    from monet_ilp.formulations.deadline import OutOfTime
     from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
 
     makers = {
         "store_all": store_all_sequence,
         "sqrt": chen_sqrt_sequence,
-        "greedy": lambda inst: chen_greedy_sequence(inst, grid.budget_bytes),
+        "greedy": lambda inst: chen_greedy_sequence(inst, grid.budget_bytes, deadline=deadline),
     }
     found = []
     for name, make in makers.items():
+        if found and deadline is not None and deadline.passed():
+            break
         try:
             sequence = make(instance)
+            cells = stage_cells(grid, sequence.computations)
+            completion = None if cells is None else complete(grid, cells, source=name,
+                                                             deadline=deadline)
         except MonetError:
             continue
-        completion = hint_from(grid, sequence, source=name)
+        except OutOfTime:
+            break
         if completion is not None:
             found.append(completion)
     return found

@@ -27,6 +27,7 @@ from monet_ilp.formulations.cpsat.hints import (
 )
 from monet_ilp.formulations.cpsat.repair import best_repair
 from monet_ilp.formulations.cpsat.variables import P1Vars
+from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.instance import Instance
 from monet_ilp.schedule import Schedule, Sequence
 from monet_ilp.solve import BackendResult, Status
@@ -110,9 +111,11 @@ def solve_cpsat(
         ``UNKNOWN``.  ``objective`` is the compute cost, ``bound`` the best lower
         bound rounded up.
     """
-    explain_infeasible = options.pop("_explain_infeasible", True)  # private: warm starts skip it
+    # private: warm starts skip the explanation and run to a share of the caller's deadline
+    explain_infeasible = options.pop("_explain_infeasible", True)
+    deadline = options.pop("_deadline", None) or Deadline(time_limit)  # everything counts
     _no_unknown_options(options)
-    started = time.perf_counter()
+    started = deadline.started
     grid = build_grid(instance, fixed_order=fixed_order, passes=passes)
     stats: dict[str, Any] = _grid_stats(grid, encoding, max_computes)
     trivial_bound = sum(grid.cost)
@@ -121,18 +124,25 @@ def solve_cpsat(
         stats["infeasible_by"] = "peak_lower_bound"
         if not explain_infeasible:
             return BackendResult(Status.INFEASIBLE, message="infeasible", stats=stats)
-        return _infeasible(instance, grid, stats, started, time_limit, workers, encoding)
+        return _infeasible(instance, grid, stats, started, deadline, workers, encoding)
 
     if hint is None and warm_start and (not fixed_order or passes > 1):
-        hint = _warm_start(instance, time_limit, workers, encoding, max_computes, seed, params, stats)
-    chosen = _choose_hint(instance, grid, hint, use_baseline_hint, max_computes, stats)
+        hint = _warm_start(instance, deadline, workers, encoding, max_computes, seed, params, stats)
+    chosen = _choose_hint(instance, grid, hint, use_baseline_hint, max_computes, stats, deadline)
     built = time.perf_counter()
-    v = build_model(grid, encoding=encoding, max_computes=max_computes)
-    if chosen is not None:
-        add_hint(v, chosen)
+    try:
+        v = build_model(grid, encoding=encoding, max_computes=max_computes, deadline=deadline)
+        if chosen is not None:
+            add_hint(v, chosen)
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return _hint_or_unknown(instance, grid, chosen, trivial_bound, max_computes, stats, started,
+                                str(stop))
     stats.update(_model_stats(v), build_seconds=round(time.perf_counter() - built, 3))
-    remaining = None if time_limit is None else max(0.1, time_limit - (time.perf_counter() - started))
-    solver, status = _run(v, remaining, workers, log, seed, params, stats)
+    if deadline.passed():
+        return _hint_or_unknown(instance, grid, chosen, trivial_bound, max_computes, stats, started,
+                                "time limit reached before CP-SAT could start")
+    solver, status = _run(v, deadline.solver_limit(), workers, log, seed, params, stats)
 
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         cells = {key[1:] for key, x in v.var.items() if key[0] == "R" and solver.value(x)}
@@ -150,18 +160,12 @@ def solve_cpsat(
         stats["infeasible_by"] = "cpsat"
         if not explain_infeasible:
             return BackendResult(Status.INFEASIBLE, message="infeasible", stats=stats)
-        remaining = None if time_limit is None else max(1.0, time_limit - (time.perf_counter() - started))
-        return _infeasible(instance, grid, stats, started, remaining, workers, encoding)
+        return _infeasible(instance, grid, stats, started, deadline, workers, encoding)
     if status == cp_model.MODEL_INVALID:
         raise AssertionError(f"CP-SAT rejects the model: {v.model.validate()}")
-    bound = _bound(solver, trivial_bound, None)
-    if chosen is not None and chosen.fits(grid) and _within_computes(chosen, max_computes):
-        return _result(instance, grid, chosen, Status.FEASIBLE, min(bound, chosen.cost), stats, started,
-                       f"time limit reached before CP-SAT found a schedule; returning the {chosen.source} hint",
-                       source=f"hint:{chosen.source}")
-    stats["wall_seconds"] = round(time.perf_counter() - started, 3)
-    return BackendResult(Status.UNKNOWN, None, None, bound,
-                         "time limit reached with no schedule and no proof", stats)
+    return _hint_or_unknown(instance, grid, chosen, _bound(solver, trivial_bound, None),
+                            max_computes, stats, started,
+                            "time limit reached before CP-SAT found a schedule")
 
 
 def min_budget_cpsat(
@@ -174,31 +178,43 @@ def min_budget_cpsat(
     encoding: str = DEFAULT_ENCODING,
     log: bool = False,
     seed: int = 0,
+    deadline: Deadline | None = None,
 ) -> tuple[int, bool]:
     """The smallest budget (bytes) for which a schedule exists, and whether it is proven.
 
     Minimises the model's memory peak (O2) with unlimited recomputation and the
     same order option; cost plays no part.  When not proven (time limit), the value
-    is the smallest peak found, an upper bound on the minimum.
+    is the smallest peak found, an upper bound on the minimum.  ``time_limit`` counts
+    everything (baselines, model, search); a ``deadline`` replaces it.
 
     Returns
     -------
     (budget_bytes, proven)
     """
+    deadline = deadline or Deadline(time_limit)
     grid = build_grid(instance, fixed_order=fixed_order, passes=passes)
     low = grid.peak_lower_bound
-    candidates = baseline_completions(instance, grid)
+    # Store-all's cells first: the one candidate that always exists (its peak is a
+    # feasible budget), whatever time is left for the others.
     store_all = complete(grid, {(i, grid.passes - 1, i) for i in range(grid.n)},
                          source="store_all_cells")
-    if store_all is not None:
-        candidates.append(store_all)
+    candidates = [] if store_all is None else [store_all]
+    candidates += baseline_completions(instance, grid, deadline)
     best = min(candidates, key=lambda c: (c.peak, c.cost))
     if best.peak <= low:
         return best.peak * grid.scale, True
-    v = build_model(grid, encoding=encoding, minimize_peak=True, peak_bounds=(low, best.peak))
-    add_hint(v, best)
+    if deadline.passed():
+        return best.peak * grid.scale, False
+    try:
+        v = build_model(grid, encoding=encoding, minimize_peak=True, peak_bounds=(low, best.peak),
+                        deadline=deadline)
+        add_hint(v, best)
+    except OutOfTime:
+        return best.peak * grid.scale, False
+    if deadline.passed():
+        return best.peak * grid.scale, False
     stats: dict[str, Any] = {}
-    solver, status = _run(v, time_limit, workers, log, seed, None, stats)
+    solver, status = _run(v, deadline.solver_limit(), workers, log, seed, None, stats)
     if status == cp_model.OPTIMAL:
         return int(round(solver.objective_value)) * grid.scale, True
     if status == cp_model.FEASIBLE:
@@ -243,11 +259,11 @@ def _model_stats(v: P1Vars) -> dict[str, Any]:
     }
 
 
-def _warm_start(instance, time_limit, workers, encoding, max_computes, seed, params, stats):
-    """The schedule of the fixed-order, one-pass model, or ``None``."""
-    share = None if time_limit is None else time_limit / 3
-    first = solve_cpsat(instance, time_limit=share, workers=workers, encoding=encoding,
-                        max_computes=max_computes, seed=seed, params=params, _explain_infeasible=False)
+def _warm_start(instance, deadline, workers, encoding, max_computes, seed, params, stats):
+    """The schedule of the fixed-order, one-pass model, or ``None``: a third of the time left."""
+    first = solve_cpsat(instance, workers=workers, encoding=encoding, max_computes=max_computes,
+                        seed=seed, params=params, _explain_infeasible=False,
+                        _deadline=deadline.sub(1 / 3) if deadline.limited else None)
     stats["warm_start"] = {"status": str(first.status), "objective": first.objective,
                            "seconds": first.stats.get("wall_seconds")}
     if first.status in (Status.OPTIMAL, Status.FEASIBLE):
@@ -255,7 +271,13 @@ def _warm_start(instance, time_limit, workers, encoding, max_computes, seed, par
     return None
 
 
-def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats) -> Completion | None:
+def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats,
+                 deadline) -> Completion | None:
+    """The hint: the one given, else the cheapest baseline that fits (else a repaired one).
+
+    Baselines and the repair run within the deadline; what they have not finished is
+    left out.
+    """
     if hint is not None:
         if isinstance(hint, Schedule):
             computations = [r.op for r in sorted(hint.ops, key=lambda r: (r.start, r.end))]
@@ -264,11 +286,16 @@ def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats) -> Com
         chosen = hint_from(grid, hint, source=source)
         stats["hint"] = source if chosen is not None else f"{source} (not usable: order differs)"
     elif use_baseline:
-        fitting = [c for c in baseline_completions(instance, grid)
+        fitting = [c for c in baseline_completions(instance, grid, deadline)
                    if c.fits(grid) and _within_computes(c, max_computes)]
-        if not fitting:
-            cells = best_repair(grid, time_limit=REPAIR_SECONDS)
-            repaired = None if cells is None else complete(grid, cells, source="repair")
+        if not fitting and not deadline.passed():
+            seconds = deadline.solver_limit(0.25, at_most=REPAIR_SECONDS)
+            cells = best_repair(grid, time_limit=seconds)
+            try:
+                repaired = None if cells is None else complete(grid, cells, source="repair",
+                                                               deadline=deadline)
+            except OutOfTime:
+                repaired = None
             if repaired is not None and repaired.fits(grid) and _within_computes(repaired, max_computes):
                 fitting.append(repaired)
         chosen = min(fitting, key=lambda c: c.cost, default=None)
@@ -299,7 +326,9 @@ def _within_computes(c: Completion, max_computes: int | None) -> bool:
 
 def add_hint(v: P1Vars, c: Completion) -> None:
     """Hint every variable of ``v`` with its value in ``c`` (absent booleans: 0)."""
-    for key, x in v.var.items():
+    for done, (key, x) in enumerate(v.var.items()):
+        if done % 4096 == 0:
+            v.check("hint", done, len(v.var))
         value = c.values.get(key)
         if value is None and key[0] in ("R", "F", "S", "Sin", "FREE", "present"):
             value = 0
@@ -357,11 +386,24 @@ def _result(instance, grid, completion, status, bound, stats, started, message,
     return BackendResult(status, sequence, completion.cost, bound, message, stats, source)
 
 
-def _infeasible(instance, grid, stats, started, time_limit, workers, encoding) -> BackendResult:
-    limit = MIN_BUDGET_DEFAULT_SECONDS if time_limit is None else time_limit
-    budget, proven = min_budget_cpsat(instance, time_limit=limit, workers=workers,
-                                      fixed_order=grid.fixed_order, passes=grid.passes,
-                                      encoding=encoding)
+def _hint_or_unknown(instance, grid, chosen, bound, max_computes, stats, started,
+                     reason) -> BackendResult:
+    """No schedule of CP-SAT's own: the hint if it fits (FEASIBLE), else UNKNOWN; with ``bound``."""
+    if chosen is not None and chosen.fits(grid) and _within_computes(chosen, max_computes):
+        return _result(instance, grid, chosen, Status.FEASIBLE, min(bound, chosen.cost), stats,
+                       started, f"{reason}; returning the {chosen.source} hint",
+                       source=f"hint:{chosen.source}")
+    stats["wall_seconds"] = round(time.perf_counter() - started, 3)
+    return BackendResult(Status.UNKNOWN, None, None, bound, f"{reason}; no schedule and no proof",
+                         stats)
+
+
+def _infeasible(instance, grid, stats, started, deadline, workers, encoding) -> BackendResult:
+    """INFEASIBLE (proven), with the minimum budget found in the time left (time_limits.md)."""
+    if not deadline.limited:
+        deadline = Deadline(MIN_BUDGET_DEFAULT_SECONDS)
+    budget, proven = min_budget_cpsat(instance, workers=workers, fixed_order=grid.fixed_order,
+                                      passes=grid.passes, encoding=encoding, deadline=deadline)
     stats["min_budget_bytes"] = budget
     stats["min_budget_proven"] = proven
     stats["wall_seconds"] = round(time.perf_counter() - started, 3)

@@ -49,6 +49,15 @@ class P1Vars:
     pieces: list[Piece] = field(default_factory=list)
     #: Stage offsets on the time axis of the interval encoding: stage t is [offset[t], offset[t+1]).
     offset: list[int] = field(default_factory=list)
+    #: The backend call's :class:`~monet_ilp.formulations.deadline.Deadline`, checked by the
+    #: builders' loops (:meth:`check`); ``None``: no limit.
+    deadline: Any = None
+
+    def check(self, family: str, done: int, total: int) -> None:
+        """Stop building (``OutOfTime``) once the deadline has passed; report progress."""
+        if self.deadline is not None:
+            self.deadline.check("building the P1 CP-SAT model",
+                                lambda: f"{family}, {done:,} of {total:,}")
 
     def R(self, t: int, i: int):
         """``R[t,i] = sum_r R[t,r,i]``: node i is computed in stage t (in some pass)."""
@@ -92,14 +101,16 @@ def _bool(v: P1Vars, key: tuple, fixed: int | None = None):
     return x
 
 
-def add_schedule_variables(model: cp_model.CpModel, grid: Grid, budget, budget_upper: int) -> P1Vars:
+def add_schedule_variables(model: cp_model.CpModel, grid: Grid, budget, budget_upper: int,
+                           deadline=None) -> P1Vars:
     """R, F, S and S^in over their domains (``p1_cpsat.md``, D0-D3).
 
     ``budget`` is the capacity (scaled units, an int or an IntVar) and
-    ``budget_upper`` an int at least as large.
+    ``budget_upper`` an int at least as large; ``deadline`` goes to :attr:`P1Vars.deadline`.
     """
-    v = P1Vars(model, grid, budget, budget_upper)
+    v = P1Vars(model, grid, budget, budget_upper, deadline=deadline)
     for t, slots in enumerate(grid.stage_slots):
+        v.check("compute variables (R)", t, grid.n)
         forced: dict[int, list] = {}
         for r, i in slots:
             x = _bool(v, ("R", t, r, i))
@@ -122,6 +133,11 @@ def add_schedule_variables(model: cp_model.CpModel, grid: Grid, budget, budget_u
     return v
 
 
+def items_read(grid: Grid, k: int) -> list[Item]:
+    """The items computing node k reads: its predecessors' outputs and its graph inputs."""
+    return [("node", p) for p in grid.preds[k]] + [("input", g) for g in grid.node_inputs[k]]
+
+
 def items_read_or_made(grid: Grid, k: int) -> list[Item]:
     """``D(k)``: the items computing node k reads or writes (with a positive size)."""
     items: list[Item] = [("node", k)] if grid.size[k] > 0 else []
@@ -138,6 +154,7 @@ def readers_of(grid: Grid, item: Item) -> tuple[int, ...]:
 def add_free_variables(v: P1Vars) -> None:
     """``FREE[t,i,r,k]``: item i is released right after slot (r, k) of stage t."""
     for t, slots in enumerate(v.grid.stage_slots):
+        v.check("free variables (FREE)", t, v.grid.n)
         for r, k in slots:
             for item in items_read_or_made(v.grid, k):
                 _bool(v, ("FREE", t, item, r, k))
@@ -164,6 +181,7 @@ def add_retention_pieces(v: P1Vars) -> None:
     for slots in grid.stage_slots:
         v.offset.append(v.offset[-1] + len(slots))
     for t, slots in enumerate(grid.stage_slots):
+        v.check("retention pieces (C10)", t, grid.n)
         stage_start, stage_end = v.offset[t], v.offset[t + 1]
         own = {}
         for r, k in slots:
