@@ -30,6 +30,7 @@ __all__ = [
     "TransferValue",
     "assemble_p3_schedule",
     "baseline_schedules",
+    "combinatorial_bound",
     "p3_data",
     "weighted_coefficients",
     "weighted_scale",
@@ -495,3 +496,18 @@ def baseline_schedules(instance: Instance) -> list[tuple[bool, Any, Schedule]]:
             found.append((metrics.feasible, metrics.objective_value, len(found), schedule))
     found.sort(key=lambda t: (not t[0], t[1], t[2]))
     return [(ok, value, schedule) for ok, value, _, schedule in found]
+
+
+def combinatorial_bound(instance: Instance) -> int | float | None:
+    """The best closed-form lower bound on the instance's objective (``formulations/bounds.md``).
+
+    B1-B5 hold for every schedule, so any backend may report it, also when it stops
+    before its own solver has a bound (``formulations/time_limits.md``).
+    """
+    from monet_ilp.bounds import combinatorial_bounds
+
+    try:
+        values = [b.value for b in combinatorial_bounds(instance) if b.value is not None]
+    except MonetError:  # a runtime limit below the latency bound: the solver proves it too
+        return None
+    return max(values, default=None)

@@ -19,6 +19,7 @@ from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
 from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
+from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.p3_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -28,6 +29,7 @@ from monet_ilp.formulations.p3_data import (
     TransferValue,
     assemble_p3_schedule,
     baseline_schedules,
+    combinatorial_bound,
     p3_data,
     weighted_coefficients,
     weighted_scale,
@@ -123,8 +125,10 @@ def _only_if(constraint, lit) -> None:
 class P3CpModel:
     """The P3 interval model of ``formulations/p3_cpsat.md`` for one :class:`P3Data`."""
 
-    def __init__(self, data: P3Data):
+    def __init__(self, data: P3Data, *, deadline: Deadline | None = None):
         self.data = data
+        self.deadline = deadline
+        self._phase = "variables"
         self.model = cp_model.CpModel()
         self.horizon = data.horizon()
         self.makespan = self.model.new_int_var(0, self.horizon, "makespan")
@@ -136,24 +140,35 @@ class P3CpModel:
         self.pin_intervals: list[tuple[int, str, Any]] = []
         self.static = None
         self.energy = None
-        self._run_variables()  # V1
-        self._pin_variables()  # V4
-        self._copy_variables()  # V2, V3
-        self._core_constraints()  # C1-C4
-        self._read_constraints()  # C5, C6
-        self._copy_constraints()  # C7, C8
-        self._transfer_constraints()  # C9, C10
-        self._memory_constraints()  # C11
-        self._makespan_constraints()  # C12, C13
+        steps = [("run variables (V1)", self._run_variables),
+                 ("pin variables (V4)", self._pin_variables),
+                 ("copy variables (V2, V3)", self._copy_variables),
+                 ("core rows (C1-C4)", self._core_constraints),
+                 ("read rows (C5, C6)", self._read_constraints),
+                 ("copy rows (C7, C8)", self._copy_constraints),
+                 ("transfer rows (C9, C10)", self._transfer_constraints),
+                 ("memory rows (C11)", self._memory_constraints),
+                 ("makespan rows (C12, C13)", self._makespan_constraints)]
         if data.colocate == "layer":
-            self._colocate()  # C14
-        self._objective()  # O1-O3
+            steps.append(("colocation rows (C14)", self._colocate))
+        steps.append(("objective (O1-O3)", self._objective))
+        for phase, step in steps:
+            self._phase = phase
+            self._check()
+            step()
+
+    def _check(self, done: int = 0, total: int = 0) -> None:
+        """Stop building (``OutOfTime``) once the deadline has passed; report progress."""
+        if self.deadline is not None:
+            self.deadline.check("building the P3 CP-SAT model",
+                                f"{self._phase} {done:,} of {total:,}" if total else self._phase)
 
     # ------------------------------------------------------------ variables
     def _run_variables(self) -> None:
         """V1: a start, a presence and one optional interval per (core, variant) per run."""
         m, H = self.model, self.horizon
         for op in self.data.ops:
+            self._check(op.index, len(self.data.ops))
             runs = []
             for k in range(op.max_runs):
                 start = m.new_int_var(0, H, f"s[{op.index},{k}]")
@@ -209,6 +224,7 @@ class P3CpModel:
         """V2 copies (runs, the input copy, transfers) and V3 transfers with their moves."""
         m, H, data = self.model, self.horizon, self.data
         for item in data.items:
+            self._check(item.index, len(data.items))
             i = item.index
             for mem in data.memories:
                 copies = []
@@ -224,6 +240,7 @@ class P3CpModel:
         # Transfers are made after every memory has its run and input copies, so that
         # a transfer may read a copy made by another transfer (the lists grow below).
         for item in data.items:
+            self._check(item.index, len(data.items))
             i = item.index
             for mem in data.memories:
                 routes = [r for r in data.routes_into(i, mem) if r.cycles > 0]
@@ -297,6 +314,7 @@ class P3CpModel:
         """C5 item reads from a copy in the core's memory; C6 persistent reads and pins."""
         m, data = self.model, self.data
         for op in data.ops:
+            self._check(op.index, len(self.data.ops))
             for run in self.runs[op.index]:
                 for c, on in run.on_core.items():
                     mem = data.memory_of[c]
@@ -456,6 +474,7 @@ class P3CpModel:
                 m.add(self.makespan >= sum(load))
         m.add(self.makespan >= data.critical_path_cycles())
         for op in data.ops:  # C15 (redundant): every run starts after what it reads first exists
+            self._check(op.index, len(self.data.ops))
             for i in op.reads:
                 item = data.items[i]
                 for run in self.runs[op.index]:
@@ -730,10 +749,11 @@ def solve_p3_cpsat(
         ``infeasible`` (proven over K3; the message gives the minimum SRAM when the
         capacity is the reason) or ``unknown``.
     """
+    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    began = deadline.started
     if options:
         raise MonetError(f"unknown option(s) {', '.join(sorted(options))} for the P3 CP-SAT backend",
                          field="options", fix=f"use: {', '.join(_OPTIONS)}")
-    began = time.perf_counter()
     data = p3_data(instance,
                    max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
                    max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers,
@@ -743,9 +763,9 @@ def solve_p3_cpsat(
     quick = data.min_capacity_proof()
     if quick:
         return BackendResult(Status.INFEASIBLE, message=quick, stats=stats)
-    built = P3CpModel(data)
-    proto = built.model.proto
-    stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
+    limits = (f"class K3: max_computes={data.options['max_computes']}, "
+              f"max_transfers={data.max_transfers}, colocate={data.colocate}")
+    # The hint first: it is also what is returned if the time runs out while building.
     start = hint
     if start is None and use_baseline_hint:
         start = _baseline(instance)
@@ -757,15 +777,24 @@ def solve_p3_cpsat(
         from monet_ilp.evaluate import evaluate
 
         start = evaluate(instance, start).schedule
-    if start is not None:
-        stats["hinted_variables"] = built.add_hint(start)
+    floor = combinatorial_bound(instance)  # B1-B5 of bounds.md hold for every schedule
+    try:
+        built = P3CpModel(data, deadline=deadline)
+        if start is not None:
+            stats["hinted_variables"] = built.add_hint(start)
+        if deadline.passed():
+            raise OutOfTime("building the P3 CP-SAT model", "no time left to run CP-SAT")
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return _hint_or_unknown(instance, start, floor, stats, f"{stop} ({limits})")
+    proto = built.model.proto
+    stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
 
-    solver = configured_solver(time_limit, workers, seed, log, {**DEFAULT_PARAMS, **(params or {})})
+    solver = configured_solver(deadline.solver_limit(), workers, seed, log,
+                               {**DEFAULT_PARAMS, **(params or {})})
     code = solver.solve(built.model)
     stats.update(solver_status=solver.status_name(code), solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))
-    limits = (f"class K3: max_computes={data.options['max_computes']}, "
-              f"max_transfers={data.max_transfers}, colocate={data.colocate}")
     if code == cp_model.INFEASIBLE:
         return BackendResult(Status.INFEASIBLE, stats=stats,
                              message=f"CP-SAT proved infeasibility ({limits}); every op fits from an "
@@ -774,19 +803,12 @@ def solve_p3_cpsat(
         return BackendResult(Status.ERROR, stats=stats, message=f"model bug: {built.model.validate()}")
     bound = _bound(data, solver.best_objective_bound)
     stats["solver_bound"] = bound
-    floor = _combinatorial_bound(instance)
-    if floor is not None and (bound is None or floor > bound):  # B1-B5 of bounds.md hold for every schedule
-        bound, stats["bound_source"] = floor, "combinatorial"
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        fallback = _verified_hint(instance, start)
-        if fallback is not None:  # the best schedule known is the hint: return it, with the bound
-            stats["solution"] = "hint"
-            return BackendResult(Status.FEASIBLE, start, fallback, bound, stats=stats,
-                                 source=f"hint:{stats['hint']}",
-                                 message=f"CP-SAT found no schedule of its own in the time limit "
-                                         f"({solver.status_name(code)}); returning the hint ({stats['hint']})")
-        return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
-                             message=f"no schedule found ({solver.status_name(code)})")
+        return _hint_or_unknown(instance, start, _max(bound, floor), stats,
+                                f"CP-SAT found no schedule of its own in the time limit "
+                                f"({solver.status_name(code)})")
+    if floor is not None and (bound is None or floor > bound):
+        bound, stats["bound_source"] = floor, "combinatorial"
     schedule, value = built.schedule(solver, {"backend": "cpsat", "model": "p3_cpsat"})
     stats.update(recomputations=value["recomputations"], transfers=value["transfers"],
                  pins=len(schedule.pinned))
@@ -797,15 +819,23 @@ def solve_p3_cpsat(
                          f"time limit ({limits})", stats)
 
 
-def _combinatorial_bound(instance: Instance) -> int | float | None:
-    """The best closed-form lower bound on the instance's objective (``formulations/bounds.md``)."""
-    from monet_ilp.bounds import combinatorial_bounds
+def _max(a, b):
+    return b if a is None else a if b is None else max(a, b)
 
-    try:
-        values = [b.value for b in combinatorial_bounds(instance) if b.value is not None]
-    except MonetError:  # a runtime limit below the latency bound: the solver proves it too
-        return None
-    return max(values, default=None)
+
+def _hint_or_unknown(instance: Instance, start: Schedule | None, bound, stats: dict[str, Any],
+                     reason: str) -> BackendResult:
+    """No schedule of CP-SAT's own: the hint if the evaluator accepts it (FEASIBLE), else
+    UNKNOWN; with the best bound known."""
+    value = _verified_hint(instance, start)
+    if value is not None:  # the best schedule known is the hint: return it, with the bound
+        stats["solution"] = "hint"
+        return BackendResult(Status.FEASIBLE, start, value,
+                             None if bound is None else min(bound, value),
+                             stats=stats, source=f"hint:{stats['hint']}",
+                             message=f"{reason}; returning the hint ({stats['hint']})")
+    return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
+                         message=f"{reason}; no schedule found")
 
 
 def _verified_hint(instance: Instance, hint: Schedule | None) -> int | float | None:

@@ -18,7 +18,6 @@ import math
 import os
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
 from pathlib import Path
@@ -27,7 +26,9 @@ from typing import Any
 import pulp
 
 from monet_ilp.errors import MonetError
-from monet_ilp.formulations.milp.solve import remaining
+from monet_ilp.formulations.deadline import Deadline, OutOfTime
+from monet_ilp.formulations.milp.cbc import Cbc, CbcKilled
+from monet_ilp.formulations.milp.pulp_highs import PulpHiGHS, reset_highs_threads
 from monet_ilp.formulations.p3_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -36,6 +37,7 @@ from monet_ilp.formulations.p3_data import (
     TransferValue,
     assemble_p3_schedule,
     baseline_schedules,
+    combinatorial_bound,
     p3_data,
     weighted_coefficients,
     weighted_scale,
@@ -255,9 +257,11 @@ class P3Milp:
     """
 
     def __init__(self, data: P3Data, *, horizon: int | None = None, symmetry: bool = True,
-                 recompute_after_first: bool = True):
+                 recompute_after_first: bool = True, deadline: Deadline | None = None):
         began = time.perf_counter()
         self.data = data
+        self.deadline = deadline
+        self._phase, self._pos = "variables", (0, 0)
         self.recompute_after_first = recompute_after_first
         self.H = data.horizon() if horizon is None else max(1, min(int(horizon), data.horizon()))
         self.problem = pulp.LpProblem("p3_milp", pulp.LpMinimize)
@@ -282,34 +286,53 @@ class P3Milp:
         for o in data.ops:
             for u in self._hazard_readers(o):
                 self._hazards[u].add(o.index)
-        self._run_variables()
-        self._pin_variables()
-        self._transfer_variables()
-        self._copy_variables()
-        self._windows()
-        self._run_constraints()
-        self._pin_constraints()
-        self._copy_constraints()
-        self._transfer_constraints()
-        self._one_copy_constraints()
-        self._read_constraints()
-        self._source_constraints()
-        self._persistent_dependencies()
-        self._core_constraints()
-        self._link_constraints()
-        self._memory_constraints()
-        self._makespan_constraints()
-        self._colocate_constraints()
+        steps = [("run columns (X1, X2)", self._run_variables),
+                 ("pin columns (X3)", self._pin_variables),
+                 ("transfer columns (X4)", self._transfer_variables),
+                 ("copy columns (X5)", self._copy_variables), ("windows (W1)", self._windows),
+                 ("run rows (M1)", self._run_constraints), ("pin rows (M2)", self._pin_constraints),
+                 ("copy rows (M3)", self._copy_constraints),
+                 ("transfer rows (M4)", self._transfer_constraints),
+                 ("one-copy rows (M5)", self._one_copy_constraints),
+                 ("read rows (M6)", self._read_constraints),
+                 ("source rows (M7)", self._source_constraints),
+                 ("dependency rows (M8)", self._persistent_dependencies),
+                 ("core rows (M9), runs", self._core_constraints),
+                 ("link rows (M10), transfers", self._link_constraints),
+                 ("memory rows (M11), copies", self._memory_constraints),
+                 ("makespan rows (M12)", self._makespan_constraints),
+                 ("colocation rows (M14)", self._colocate_constraints)]
         if symmetry:
-            self._symmetry_constraints()
-        self._objective()
+            steps.append(("symmetry rows (M15)", self._symmetry_constraints))
+        steps.append(("objective", self._objective))
+        for phase, step in steps:
+            self._phase, self._pos = phase, (0, 0)
+            self._check()
+            step()
         self.build_seconds = time.perf_counter() - began
 
     # ------------------------------------------------------------- helpers
+    def _check(self) -> None:
+        """Stop building (:class:`OutOfTime`) once the deadline has passed; report progress.
+
+        Called for every column, row and pair considered: the pair loops (M5, M9-M11)
+        are quadratic, and a large model takes minutes (time_limits.md).
+        """
+        if self.deadline is not None:
+            self.deadline.check("building the P3 MILP", self._progress)
+
+    def _progress(self) -> str:
+        done, total = self._pos
+        where = f"{self._phase} {done:,} of {total:,}" if total else self._phase
+        return (f"{where}; {self.problem.numConstraints():,} rows, "
+                f"{self.problem.numVariables():,} columns")
+
     def _binary(self, name: str):
+        self._check()
         return self.problem.add_variable(name, cat=pulp.LpBinary)
 
     def _add(self, constraint, name: str) -> None:
+        self._check()
         if isinstance(constraint, bool):  # every term is constant
             if not constraint:
                 self.contradiction = self.contradiction or f"row {name} cannot hold"
@@ -438,6 +461,7 @@ class P3Milp:
         # Strict orders of first runs: a path of at least one cycle (W2).
         self.strict: set[tuple[int, int]] = set()
         for a in data.ops:
+            self._check()
             longest = {a.index: 0}
             for v in order:
                 if v in longest:
@@ -554,7 +578,8 @@ class P3Milp:
     def _one_copy_constraints(self) -> None:
         """M5 (L2): the copies of an item in one memory do not overlap ([alloc, free) intervals)."""
         H = self.H
-        for copies in self.copies_of.values():
+        for done, copies in enumerate(self.copies_of.values()):
+            self._pos = (done, len(self.copies_of))
             for a_pos, a in enumerate(copies):
                 for b in copies[a_pos + 1:]:
                     for m in [m for m in a.memories if m in b.memories]:
@@ -669,7 +694,9 @@ class P3Milp:
         data = self.data
         on = lambda run, c: run.on(c)  # noqa: E731
         for a_pos, a in enumerate(self.runs):
+            self._pos = (a_pos, len(self.runs))
             for b in self.runs[a_pos + 1:]:
+                self._check()
                 shared = [c for c in a.cores if c in b.cores]
                 if shared:
                     self._disjunctive(a, b, shared, on, "9")
@@ -679,7 +706,9 @@ class P3Milp:
         """M10 (K5): transfers on one link do not overlap."""
         on = lambda x, link: x.on_link(link)  # noqa: E731
         for a_pos, a in enumerate(self.transfers):
+            self._pos = (a_pos, len(self.transfers))
             for b in self.transfers[a_pos + 1:]:
+                self._check()
                 shared = [link for link in a.links if link in b.links]
                 if shared:
                     self._disjunctive(a, b, shared, on, "10")
@@ -718,7 +747,9 @@ class P3Milp:
             return
         counted: dict[tuple[int, str], list[tuple[int, Any]]] = {}  # (event copy, m) -> terms
         for a_pos, q1 in enumerate(self.copies):
+            self._pos = (a_pos, len(self.copies))
             for q2 in self.copies[a_pos + 1:]:
+                self._check()
                 if q1.item == q2.item:
                     continue  # M5 keeps them apart
                 shared = [m for m in q1.memories if m in q2.memories and m in binding]
@@ -1019,7 +1050,16 @@ class P3Milp:
         if self.static is not None:
             self.static.varValue = values[self.static.name] = float(
                 self.data.static_pj(int(self.makespan.varValue)))
-        ok = all(c.valid(1e-6) for c in self.problem.constraints())
+        constraints = self.problem.constraints()
+        self._phase = "checking the warm start: rows"
+        ok = True
+        for done, c in enumerate(constraints):
+            if done % 256 == 0:
+                self._pos = (done, len(constraints))
+                self._check()
+            if not c.valid(1e-6):
+                ok = False
+                break
         ok = ok and all((v.lowBound is None or v.varValue >= v.lowBound - 1e-9)
                         and (v.upBound is None or v.varValue <= v.upBound + 1e-9)
                         for v in self.problem.variables())
@@ -1261,67 +1301,6 @@ def _baseline(instance: Instance) -> list[Schedule]:
 
 
 # ====================================================================== solving
-class _HiGHS(pulp.HiGHS):
-    """PuLP's HiGHS with a warm start, the model status and MIP bound kept, and an
-    interrupt once it has found a solution for which ``stop_at(value)`` is true and then
-    nothing better for a while (``PATIENCE_S``, or a tenth of the time spent)."""
-
-    PATIENCE_S = 1.0
-
-    def __init__(self, start: dict[str, float] | None = None, stop_at=None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.start = start
-        self.stop_at = stop_at
-        self.info: dict[str, Any] = {}
-
-    def callSolver(self, lp):  # noqa: N802 (PuLP's name)
-        import highspy
-
-        h = lp.solverModel
-        if self.start and self.mip:
-            solution = highspy.HighsSolution()
-            solution.col_value = [self.start.get(v.name, 0.0) for v in lp.variables()]
-            h.setSolution(solution)
-        stopped = [False]
-        began, last = time.perf_counter(), [None]
-        if self.stop_at is not None and self.mip:
-            def improved(event) -> None:
-                if self.stop_at(event.data_out.objective_function_value):
-                    last[0] = time.perf_counter()
-
-            def interrupt(event) -> None:
-                now = time.perf_counter()
-                if last[0] is not None and now - last[0] > max(self.PATIENCE_S, (now - began) / 10):
-                    stopped[0] = True
-                    event.interrupt()
-
-            h.cbMipImprovingSolution += improved
-            h.cbMipInterrupt += interrupt
-        h.run()
-        info = h.getInfo()
-        status = h.getModelStatus()
-        kind = highspy.HighsModelStatus
-        self.info = {
-            "optimal": status == kind.kOptimal,
-            "infeasible": status in (kind.kInfeasible, kind.kUnboundedOrInfeasible),
-            "has_solution": info.primal_solution_status == 2,
-            "objective": info.objective_function_value,
-            "bound": info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None,
-            "text": h.modelStatusToString(status),
-            "stopped": stopped[0],
-        }
-
-
-def _reset_highs_threads() -> None:
-    """HiGHS's global scheduler refuses a thread count other than the one it started with."""
-    import highspy
-
-    highspy.Highs.resetGlobalScheduler(True)
-    from monet_ilp.formulations.milp import solve as p1_solve
-
-    p1_solve._HIGHS_THREADS.clear()  # the P1 backend tracks the count it started with
-
-
 @dataclass
 class _Outcome:
     status: str  # optimal | feasible | infeasible | limit
@@ -1333,15 +1312,17 @@ class _Outcome:
 
 
 def _solve(problem: pulp.LpProblem, solver: str, *, relax: bool, threads: int,
-           time_limit: float | None, start: dict[str, float] | None, msg: bool,
+           deadline: Deadline, start: dict[str, float] | None, msg: bool,
            gap_abs: float, stop_at=None) -> _Outcome:
-    """Solve the model (its LP relaxation with ``relax``) with HiGHS or CBC."""
+    """Solve the model (its LP relaxation with ``relax``) with HiGHS or CBC by ``deadline``.
+
+    Raises :class:`OutOfTime` when the deadline passes before the solver starts.
+    """
     began = time.perf_counter()
     if solver == "highs":
-        _reset_highs_threads()
-        engine = _HiGHS(start=start, stop_at=stop_at, mip=not relax, msg=bool(msg),
-                        threads=int(threads),
-                        timeLimit=time_limit, gapRel=None if relax else 0.0,
+        reset_highs_threads()
+        engine = PulpHiGHS(start=start, stop_at=stop_at, deadline=deadline, mip=not relax,
+                        msg=bool(msg), threads=int(threads), gapRel=None if relax else 0.0,
                         gapAbs=None if relax else gap_abs,
                         mip_feasibility_tolerance=_TOLERANCE,
                         primal_feasibility_tolerance=_TOLERANCE)
@@ -1363,14 +1344,13 @@ def _solve(problem: pulp.LpProblem, solver: str, *, relax: bool, threads: int,
             v.setInitialValue(start.get(v.name, 0.0))
     with tempfile.TemporaryDirectory() as tmp:
         log_path = Path(tmp) / "cbc.log"
-        with warnings.catch_warnings():
-            # PuLP 3 deprecates its bundled CBC for 4.0; pyproject pins pulp < 4.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            engine = pulp.PULP_CBC_CMD(mip=not relax, msg=False, timeLimit=time_limit,
-                                       threads=int(threads), gapRel=None if relax else 0.0,
-                                       gapAbs=None if relax else gap_abs,
-                                       warmStart=bool(start) and not relax, logPath=str(log_path))
+        engine = Cbc(deadline=deadline, mip=not relax, msg=False, threads=int(threads),
+                     gapRel=None if relax else 0.0, gapAbs=None if relax else gap_abs,
+                     warmStart=bool(start) and not relax, logPath=str(log_path))
+        try:
             problem.solve(engine)
+        except CbcKilled as killed:
+            return _Outcome("limit", seconds=time.perf_counter() - began, detail=str(killed))
         text = log_path.read_text() if log_path.exists() else ""
     if msg:
         print(text)
@@ -1502,6 +1482,8 @@ def solve_p3_milp(
         the LP relaxation's bound (``lp_bound``), the MILP's (``milp_bound``) and the
         timings.
     """
+    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    began = deadline.started
     msg = bool(options.pop("log", msg))
     use_baseline_hint = bool(options.pop("use_baseline_hint", True))
     after_first = bool(options.pop("recompute_after_first", True))
@@ -1515,8 +1497,6 @@ def solve_p3_milp(
     if solver_name not in SOLVERS:
         raise MonetError(f"unknown MILP solver {milp_solver!r}", field="milp_solver",
                          fix=f"use one of: {', '.join(SOLVERS)}")
-    began = time.perf_counter()
-    deadline = None if time_limit is None else began + float(time_limit)
     data = p3_data(instance,
                    max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
                    max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers,
@@ -1543,10 +1523,37 @@ def solve_p3_milp(
         return done(Status.INFEASIBLE, message=f"{quick} ({limits})")
     threads = int(workers) if workers else min(8, os.cpu_count() or 1)
 
+    # Before the model: the schedules to fall back on if the time runs out while building
+    # (the hint and the list schedules, each checked by the evaluator) and the
+    # combinatorial bound, which holds for every schedule (time_limits.md).
+    candidates = [("hint", _timed(instance, hint))] if hint is not None else []
+    if use_baseline_hint:  # also when the hint given does not fit the model
+        candidates += [(s.meta.get("heuristic", "baseline"), s) for s in _baseline(instance)]
+    floor = combinatorial_bound(instance)
+    bounds: list[float] = []
+    lp_bound = None
+
+    def fallback(stop: OutOfTime) -> BackendResult:
+        """The best schedule known before the solver had one: the best verified candidate."""
+        stats.update(stopped=str(stop), milp_bound=max(bounds) if bounds else None)
+        bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
+        known = _best_verified(instance, candidates)
+        if known is None:
+            return done(Status.UNKNOWN, bound=bound,
+                        message=f"{stop}; no schedule known ({limits})")
+        source, schedule, value = known
+        stats["solution"] = source
+        return done(Status.FEASIBLE, schedule=schedule, objective=value,
+                    bound=None if bound is None else min(bound, value), source=f"hint:{source}",
+                    message=f"{stop}; returning the {source} schedule ({limits})")
+
     # W1: a schedule of the model bounds the makespan of any better one, so each
     # better schedule found rebuilds the model with a shorter horizon (tighter big-Ms).
-    model_options = {"recompute_after_first": after_first}
-    built = P3Milp(data, **model_options)
+    model_options = {"recompute_after_first": after_first, "deadline": deadline}
+    try:
+        built = P3Milp(data, **model_options)
+    except OutOfTime as stop:
+        return fallback(stop)
     stats["full_horizon"] = built.H
     stats["recompute_after_first"] = after_first
     if export is not None:
@@ -1554,52 +1561,51 @@ def solve_p3_milp(
     if built.contradiction:
         return infeasible(built.contradiction)
     best: dict[str, Any] | None = None  # value (MILP units), schedule, claimed value
-    candidates = [("hint", hint)] if hint is not None else []
-    if use_baseline_hint:  # also when the hint given does not fit the model
-        candidates += [(s.meta.get("heuristic", "baseline"), s) for s in _baseline(instance)]
-    for source, candidate in candidates:
-        if isinstance(candidate, Sequence):
-            from monet_ilp.evaluate import evaluate
-
-            candidate = evaluate(instance, candidate).schedule
-        if built.start_values(candidate) is not None:
-            best = _incumbent(built, source)
-            break
+    try:
+        for source, candidate in candidates:
+            if built.start_values(candidate) is not None:
+                best = _incumbent(built, source)
+                break
+    except OutOfTime as stop:
+        return fallback(stop)
     stats["warm_start"] = None if best is None else best["source"]
     integral = all(float(w).is_integer() for w in built.weights)
     gap_abs = 0.5 if integral else 1e-9
-    lp_bound = None
-    bounds: list[float] = []
     rounds = 0
+    run: _Outcome | None = None
+    stopped: OutOfTime | None = None
     while True:
-        horizon = None if best is None else _horizon_of(data, built, best["milp"])
-        if horizon is not None and horizon < built.H:
-            built = P3Milp(data, horizon=horizon, **model_options)
-        start = built.start_values(best["schedule"]) if best is not None else None
-        if rounds == 0:
-            stats.update(built.size(), build_s=round(built.build_seconds, 3),
-                         binding_memories=list(built.binding))
-            lp = _solve(built.problem, solver_name, relax=True, threads=threads,
-                        time_limit=remaining(deadline), start=None, msg=msg, gap_abs=gap_abs)
-            stats["lp_s"] = round(lp.seconds, 3)
-            if lp.status == "optimal":
-                lp_bound = lp.objective
-                scale = weighted_scale(data) if data.objective is Objective.WEIGHTED else 1
-                stats["lp_bound"] = lp_bound / scale  # in the objective's units
-            elif lp.status == "infeasible" and start is None:
-                return infeasible(f"{solver_name} proved even the LP relaxation infeasible")
-        current = built.H
+        try:
+            horizon = None if best is None else _horizon_of(data, built, best["milp"])
+            if horizon is not None and horizon < built.H:
+                built = P3Milp(data, horizon=horizon, **model_options)
+            start = built.start_values(best["schedule"]) if best is not None else None
+            if rounds == 0:
+                stats.update(built.size(), build_s=round(built.build_seconds, 3),
+                             binding_memories=list(built.binding))
+                lp = _solve(built.problem, solver_name, relax=True, threads=threads,
+                            deadline=deadline, start=None, msg=msg, gap_abs=gap_abs)
+                stats["lp_s"] = round(lp.seconds, 3)
+                if lp.status == "optimal":
+                    lp_bound = lp.objective
+                    scale = weighted_scale(data) if data.objective is Objective.WEIGHTED else 1
+                    stats["lp_bound"] = lp_bound / scale  # in the objective's units
+                elif lp.status == "infeasible" and start is None:
+                    return infeasible(f"{solver_name} proved even the LP relaxation infeasible")
+            current = built.H
 
-        def better(value: float, current: int = current, built: P3Milp = built,
-                   best: dict[str, Any] | None = best) -> bool:
-            """A solution that shortens the horizon (then the round may be restarted, S1)."""
-            tighter = _horizon_of(data, built, value)
-            return (best is None or value < best["milp"] - 0.5) and (
-                tighter is not None and tighter < current)
+            def better(value: float, current: int = current, built: P3Milp = built,
+                       best: dict[str, Any] | None = best) -> bool:
+                """A solution that shortens the horizon (then the round may be restarted, S1)."""
+                tighter = _horizon_of(data, built, value)
+                return (best is None or value < best["milp"] - 0.5) and (
+                    tighter is not None and tighter < current)
 
-        run = _solve(built.problem, solver_name, relax=False, threads=threads,
-                     time_limit=remaining(deadline), start=start, msg=msg, gap_abs=gap_abs,
-                     stop_at=better)
+            run = _solve(built.problem, solver_name, relax=False, threads=threads,
+                         deadline=deadline, start=start, msg=msg, gap_abs=gap_abs, stop_at=better)
+        except OutOfTime as stop:  # a rebuild, a warm start or a solver start ran out of time
+            stopped = stop
+            break
         rounds += 1
         stats.setdefault("rounds", []).append(
             {"horizon": built.H, "status": run.status, "objective": run.objective,
@@ -1621,30 +1627,65 @@ def solve_p3_milp(
                 best = found
         if not (run.stopped and best is not None and deadline_left(deadline)):
             break
-    stats.update(milp_s=round(sum(r["s"] for r in stats["rounds"]), 3),
-                 solver_status=run.detail, milp_objective=None if best is None else best["milp"],
+    if best is None and run is None:
+        return fallback(stopped)
+    detail = str(stopped) if stopped is not None else run.detail
+    stats.update(milp_s=round(sum(r["s"] for r in stats.get("rounds", [])), 3),
+                 solver_status=detail, milp_objective=None if best is None else best["milp"],
                  milp_bound=max(bounds) if bounds else None)
-    bound = _bound(data, max(bounds) if bounds else None, lp_bound)
+    if stopped is not None:
+        stats["stopped"] = str(stopped)
+    bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
     if best is None:
-        return done(Status.UNKNOWN, bound=bound, message=f"no schedule found ({run.detail})")
+        if stopped is not None:
+            return fallback(stopped)
+        return done(Status.UNKNOWN, bound=bound, message=f"no schedule found ({detail})")
     schedule, value = best["schedule"], best["value"]
     source = "milp" if best["source"] == "milp" else f"hint:{best['source']}"
     stats.update(solution=best["source"], recomputations=value["recomputations"],
                  transfers=value["transfers"], pins=len(schedule.pinned),
                  latency_cycles=value["latency_cycles"], energy_pj=value["energy_pj"])
-    if run.status == "optimal":
+    if stopped is None and run.status == "optimal":
         if run.objective is not None and abs(best["milp"] - run.objective) > 0.5:
             return done(Status.ERROR, schedule=schedule, objective=value["objective"], bound=bound,
                         message=f"model bug: the MILP optimum {run.objective} differs from its "
                                 f"schedule's {best['milp']}")
         return done(Status.OPTIMAL, schedule=schedule, objective=value["objective"],
                     bound=value["objective"], message=f"optimal ({limits})", source=source)
+    if bound is not None:
+        bound = min(bound, value["objective"])
+    reason = f"{stopped}" if stopped is not None else "time limit"
     return done(Status.FEASIBLE, schedule=schedule, objective=value["objective"], bound=bound,
-                message=f"time limit ({limits})", source=source)
+                message=f"{reason}; best schedule and bound returned ({limits})", source=source)
 
 
-def deadline_left(deadline: float | None) -> bool:
-    return deadline is None or time.perf_counter() < deadline - 0.5
+def deadline_left(deadline: Deadline) -> bool:
+    return not deadline.passed(0.5)
+
+
+def _timed(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
+    """A timed schedule (a Sequence is timed by the evaluator)."""
+    if isinstance(schedule, Sequence):
+        from monet_ilp.evaluate import evaluate
+
+        return evaluate(instance, schedule).schedule
+    return schedule
+
+
+def _best_verified(instance: Instance, candidates: list[tuple[str, Schedule]]
+                   ) -> tuple[str, Schedule, int | float] | None:
+    """The candidate the evaluator accepts with the best objective: (source, schedule, value)."""
+    from monet_ilp.evaluate import evaluate
+
+    found = []
+    for k, (source, schedule) in enumerate(candidates):
+        metrics = evaluate(instance, schedule)
+        if metrics.feasible:
+            found.append((metrics.objective_value, k, source, schedule))
+    if not found:
+        return None
+    value, _, source, schedule = min(found, key=lambda t: (t[0], t[1]))
+    return source, schedule, value
 
 
 def _incumbent(built: P3Milp, source: str) -> dict[str, Any]:
@@ -1657,12 +1698,18 @@ def _incumbent(built: P3Milp, source: str) -> dict[str, Any]:
             "value": value, "source": source}
 
 
-def _bound(data: P3Data, milp: float | None, lp: float | None) -> int | float | None:
-    """The best bound on the instance's objective, from the MILP's and the LP's."""
+def _bound(data: P3Data, milp: float | None, lp: float | None,
+           floor: int | float | None = None) -> int | float | None:
+    """The best bound on the instance's objective: the MILP's, the LP's (MILP units) and
+    ``floor`` (the combinatorial bound, objective units)."""
     raw = [b for b in (milp, lp) if b is not None and math.isfinite(b)]
-    if not raw:
-        return None
-    best = max(raw)
-    if data.objective is Objective.WEIGHTED:
-        return best / weighted_scale(data) * (1 - 1e-12)
-    return math.ceil(best - 1e-6)
+    found = []
+    if raw:
+        best = max(raw)
+        if data.objective is Objective.WEIGHTED:
+            found.append(best / weighted_scale(data) * (1 - 1e-12))
+        else:
+            found.append(math.ceil(best - 1e-6))
+    if floor is not None:
+        found.append(floor)
+    return max(found, default=None)
