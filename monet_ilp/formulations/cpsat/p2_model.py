@@ -31,6 +31,7 @@ from monet_ilp.formulations.cpsat.p2_data import (
     timed_schedule,
     trace_schedule,
 )
+from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.schedule import Schedule, Sequence
 from monet_ilp.solve import BackendResult, Status
@@ -101,8 +102,10 @@ def _only_if(constraint, *lits) -> None:
 class P2CpModel:
     """The P2 interval model of ``formulations/p2_cpsat.md`` for one :class:`P2Data`."""
 
-    def __init__(self, data: P2Data, *, staged: bool = False, liveness_cuts: bool = True):
+    def __init__(self, data: P2Data, *, staged: bool = False, liveness_cuts: bool = True,
+                 deadline: Deadline | None = None):
         self.data = data
+        self.deadline = deadline
         self.staged = staged
         self.model = cp_model.CpModel()
         self.horizon = data.horizon()
@@ -116,22 +119,18 @@ class P2CpModel:
         self.reads: dict[tuple[int, int, int], list[tuple[int, Any]]] = {}
         self.sources: dict[int, list[tuple[int, Any]]] = {}
         self.static = None
-        self._run_variables()
-        self._transfer_variables()
-        if staged:
-            self._stage_variables()
-        self._copy_variables()
-        self._core_constraints()
-        self._read_constraints()
-        self._copy_constraints()
-        self._transfer_constraints()
-        self._memory_constraints()
-        self._makespan_constraints()
-        if liveness_cuts:
-            self._liveness_cuts()
-        if staged:
-            self._stage_constraints()
-        self._objective()
+        steps = [self._run_variables, self._transfer_variables]
+        steps += [self._stage_variables] if staged else []
+        steps += [self._copy_variables, self._core_constraints, self._read_constraints,
+                  self._copy_constraints, self._transfer_constraints, self._memory_constraints,
+                  self._makespan_constraints]
+        steps += [self._liveness_cuts] if liveness_cuts else []
+        steps += [self._stage_constraints] if staged else []
+        for step in steps + [self._objective]:
+            if deadline is not None:  # each step is linear in the graph: checks between them
+                deadline.check("building the P2 CP-SAT model",
+                               step.__name__.strip("_").replace("_", " "))
+            step()
 
     # ------------------------------------------------------------ variables
     def _run_variables(self) -> None:
@@ -633,7 +632,8 @@ def solve_p2_cpsat(
     if not fixed_order:
         raise MonetError("the P2 backends keep the first computations in the graph's order",
                          field="fixed_order", fix="drop fixed_order=False")
-    began = time.perf_counter()
+    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    began = deadline.started
     data = p2_data(instance,
                    max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
                    max_prefetches=(DEFAULT_MAX_PREFETCHES if max_prefetches is None
@@ -645,26 +645,46 @@ def solve_p2_cpsat(
     quick = data.infeasibility_proof()
     if quick:
         return BackendResult(Status.INFEASIBLE, message=quick, stats=stats)
-    built = P2CpModel(data, staged=staged)
-    proto = built.model.proto
-    stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
+    limits = (f"max_computes={data.options['max_computes']}, max_prefetches="
+              f"{data.options['max_prefetches']}, one offload per item"
+              + (", stage class" if staged else ""))
+    # The hint first: it is also what is returned if the time runs out.
     start = hint
     if start is None and use_baseline_hint:
         start = baseline_schedule(instance, data)
         stats["hint"] = "baseline" if start is not None else "none"
     elif start is not None:
         stats["hint"] = "given"
-    if start is not None:
-        trace = trace_schedule(data, timed_schedule(instance, start))
-        stats["hinted_variables"] = built.add_hint(trace)
 
-    solver = configured_solver(time_limit, workers, seed, log, params)
+    def fallback(reason: str, bound: int | None) -> BackendResult:
+        """The hint if the evaluator accepts it (FEASIBLE), else UNKNOWN; with ``bound``."""
+        value = _verified(instance, start, stats)
+        if value is None:
+            return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
+                                 message=f"{reason}; no schedule found ({limits})")
+        stats["solution"] = "hint"
+        return BackendResult(Status.FEASIBLE, start, value,
+                             None if bound is None else min(bound, value),
+                             f"{reason}; returning the {stats['hint']} hint ({limits})", stats,
+                             source=f"hint:{stats['hint']}")
+
+    try:
+        built = P2CpModel(data, staged=staged, deadline=deadline)
+        if start is not None:
+            trace = trace_schedule(data, timed_schedule(instance, start))
+            stats["hinted_variables"] = built.add_hint(trace)
+        if deadline.passed():
+            raise OutOfTime("building the P2 CP-SAT model", "no time left to run CP-SAT")
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return fallback(str(stop), None)
+    proto = built.model.proto
+    stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
+
+    solver = configured_solver(deadline.solver_limit(), workers, seed, log, params)
     code = solver.solve(built.model)
     stats.update(solver_status=solver.status_name(code), solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))
-    limits = (f"max_computes={data.options['max_computes']}, max_prefetches="
-              f"{data.options['max_prefetches']}, one offload per item"
-              + (", stage class" if staged else ""))
     if code == cp_model.INFEASIBLE:
         return BackendResult(Status.INFEASIBLE, message=f"CP-SAT proved infeasibility ({limits})",
                              stats=stats)
@@ -673,9 +693,8 @@ def solve_p2_cpsat(
                              message=f"model bug: {built.model.validate()}")
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         bound = solver.best_objective_bound
-        return BackendResult(Status.UNKNOWN, bound=integer_bound(bound) if math.isfinite(bound)
-                             else None, stats=stats,
-                             message=f"no schedule found ({solver.status_name(code)})")
+        return fallback(f"CP-SAT found no schedule in the time limit ({solver.status_name(code)})",
+                        integer_bound(bound) if math.isfinite(bound) else None)
     schedule = built.schedule(solver, {"backend": "cpsat", "model": stats["model"]})
     value = schedule_value(data, schedule)
     stats.update(recomputations=value["recomputations"], transfers=value["transfers"])
@@ -690,3 +709,18 @@ def solve_p2_cpsat(
                              f"optimal ({limits})", stats)
     return BackendResult(Status.FEASIBLE, schedule, value["objective"], bound,
                          f"time limit ({limits})", stats)
+
+
+def _verified(instance: Instance, schedule: Schedule | Sequence | None,
+              stats: dict[str, Any]) -> int | float | None:
+    """The objective of ``schedule`` if the evaluator accepts it (its recomputations and
+    transfers then go to ``stats``), else ``None``."""
+    if schedule is None:
+        return None
+    from monet_ilp.evaluate import evaluate
+
+    metrics = evaluate(instance, schedule)
+    if not metrics.feasible:
+        return None
+    stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
+    return metrics.objective_value

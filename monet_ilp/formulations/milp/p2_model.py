@@ -32,6 +32,9 @@ from monet_ilp.formulations.cpsat.p2_data import (
     timed_schedule,
     trace_schedule,
 )
+from monet_ilp.formulations.deadline import Deadline, OutOfTime
+from monet_ilp.formulations.milp.cbc import Cbc, CbcKilled
+from monet_ilp.formulations.milp.pulp_highs import PulpHiGHS, reset_highs_threads
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.schedule import Schedule, Sequence
 from monet_ilp.solve import BackendResult, Status
@@ -56,8 +59,9 @@ class _Plan:
 class P2StageMilp:
     """The stage MILP of ``formulations/p2_milp.md`` for one :class:`P2Data`."""
 
-    def __init__(self, data: P2Data):
+    def __init__(self, data: P2Data, *, deadline: Deadline | None = None):
         self.data = data
+        self.deadline = deadline
         self.problem = pulp.LpProblem("p2_stage", pulp.LpMinimize)
         self.R: dict[tuple[int, int], Any] = {}
         self.S: dict[tuple[int, int], Any] = {}
@@ -86,6 +90,13 @@ class P2StageMilp:
             self.birth[item.index] = 0 if item.producer is None else item.producer + 1
             self.last_read[item.index] = max((max(self.run_stages[u]) for u in item.readers),
                                              default=-1)
+
+    def _add(self, constraint, name: str) -> None:
+        """``addConstraint``, checking the deadline first (:class:`OutOfTime` past it)."""
+        if self.deadline is not None:
+            self.deadline.check("building the P2 stage MILP",
+                                lambda: f"{self.problem.numConstraints():,} rows")
+        self.problem.addConstraint(constraint, name)
 
     def _can_run(self, k: int, v: int | None) -> bool:
         return v is not None and (k == v or (k, v) in self.R)
@@ -116,6 +127,9 @@ class P2StageMilp:
                     for k in range(b + 1, r):
                         self.Min[(k, i)] = self.problem.add_variable(f"Min_{k}_{i}", cat=binary)
         for k in range(data.n):
+            if self.deadline is not None:
+                self.deadline.check("building the P2 stage MILP",
+                                    f"FREE columns, stage {k:,} of {data.n:,}")
             for u in self._positions(k):
                 for i in data.ops[u].reads:
                     if (k, i) in self.S or self._can_run(k, data.items[i].producer):
@@ -136,7 +150,7 @@ class P2StageMilp:
 
     # --------------------------------------------------------- constraints
     def _constraints(self) -> None:
-        data, add = self.data, self.problem.addConstraint
+        data, add = self.data, self._add
         S, Min, Mout, R = self.S, self.Min, self.Mout, self._R
         items = data.items
         for k in range(data.n):
@@ -178,7 +192,7 @@ class P2StageMilp:
 
     def _free_constraints(self) -> None:
         """M7: FREE[k,i,u] = 1 only if u runs in stage k and is the last use of i there."""
-        add, data = self.problem.addConstraint, self.data
+        add, data = self._add, self.data
         for (k, i, u), free in self.FREE.items():
             add(free <= self._R(k, u), f"M7a_{k}_{i}_{u}")
             if (k + 1, i) in self.S:
@@ -191,7 +205,7 @@ class P2StageMilp:
 
     def _memory_constraints(self) -> None:
         """M8 capacity of S while each run of a stage runs; M9 capacity of D."""
-        data, add = self.data, self.problem.addConstraint
+        data, add = self.data, self._add
         size = [item.bytes for item in data.items]
         for k in range(data.n):
             base = [(size[i], self.S[(k, i)]) for (q, i) in self.S if q == k]
@@ -214,7 +228,7 @@ class P2StageMilp:
 
     def _time_constraints(self) -> None:
         """M10 a stage lasts as long as its runs and its transfers; M12 static (M11: M's bound)."""
-        data, add = self.data, self.problem.addConstraint
+        data, add = self.data, self._add
         for k in range(data.n):
             compute = pulp.lpSum(data.ops[v].cycles * self._R(k, v) for v in self._positions(k))
             add(self.L[k] >= compute, f"M10a_{k}")
@@ -431,57 +445,36 @@ class P2StageMilp:
 
 
 # ====================================================================== solving
-class _HiGHS(pulp.HiGHS):
-    """PuLP's HiGHS with a warm start and the bound kept (``mip_dual_bound``)."""
-
-    def __init__(self, start: dict[str, float] | None = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.start = start
-
-    def callSolver(self, lp):  # noqa: N802 (PuLP's name)
-        import highspy
-
-        if self.start:
-            solution = highspy.HighsSolution()
-            solution.col_value = [self.start.get(v.name, 0.0) for v in lp.variables()]
-            lp.solverModel.setSolution(solution)
-        lp.solverModel.run()
-
-
-def _run_highs(problem: pulp.LpProblem, *, threads: int, time_limit: float | None,
+def _run_highs(problem: pulp.LpProblem, *, threads: int, deadline: Deadline,
                start: dict[str, float] | None, log: bool,
                gap_abs: float) -> tuple[str, float | None]:
-    import highspy
-
     # HiGHS's global scheduler refuses a thread count other than the one it started
     # with (other backends in this process may use another): start it afresh.
-    highspy.Highs.resetGlobalScheduler(True)
-    solver = _HiGHS(start=start, msg=bool(log), threads=int(threads), timeLimit=time_limit,
-                    gapRel=0.0, gapAbs=gap_abs)
+    reset_highs_threads()
+    solver = PulpHiGHS(start=start, deadline=deadline, msg=bool(log), threads=int(threads),
+                       gapRel=0.0, gapAbs=gap_abs)
     problem.solve(solver)
-    h = problem.solverModel
-    info = h.getInfo()
-    status = h.getModelStatus()
-    kind = highspy.HighsModelStatus
-    has_solution = info.primal_solution_status == 2
-    bound = info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None
-    if status == kind.kOptimal:
-        return "optimal", bound
-    if status in (kind.kInfeasible, kind.kUnboundedOrInfeasible):
+    info = solver.info
+    if info["optimal"]:
+        return "optimal", info["bound"]
+    if info["infeasible"]:
         return "infeasible", None
-    return ("feasible" if has_solution else "limit"), bound
+    return ("feasible" if info["has_solution"] else "limit"), info["bound"]
 
 
-def _run_cbc(problem: pulp.LpProblem, *, threads: int, time_limit: float | None,
+def _run_cbc(problem: pulp.LpProblem, *, threads: int, deadline: Deadline,
              start: dict[str, float] | None, log: bool,
              gap_abs: float) -> tuple[str, float | None]:
     if start:
         for v in problem.variables():
             if v.name in start:
                 v.setInitialValue(start[v.name])
-    solver = pulp.PULP_CBC_CMD(msg=bool(log), threads=int(threads), timeLimit=time_limit,
-                               gapRel=0.0, gapAbs=gap_abs, warmStart=bool(start))
-    problem.solve(solver)
+    solver = Cbc(deadline=deadline, msg=bool(log), threads=int(threads), gapRel=0.0,
+                 gapAbs=gap_abs, warmStart=bool(start))
+    try:
+        problem.solve(solver)
+    except CbcKilled:
+        return "limit", None
     if problem.status == pulp.LpStatusInfeasible:
         return "infeasible", None
     if problem.sol_status == pulp.LpSolutionOptimal:
@@ -516,7 +509,10 @@ def solve_p2_milp(
         A P2 instance (one core, its memory S holding the graph inputs, one link to
         the offload memory D); objective ``latency``, ``energy`` or ``compute``.
     time_limit
-        Seconds for the solver (``None``: until proven).
+        Seconds for the whole run: data, baseline, model, solver (``None``: until
+        proven; ``formulations/time_limits.md``).  When the time runs out before the
+        solver has a schedule, the hint (or baseline) is returned if the evaluator
+        accepts it (``source`` ``hint:<name>``).
     workers
         Solver threads (default: the machine's cores, at most 8).
     hint
@@ -546,7 +542,8 @@ def solve_p2_milp(
     if not fixed_order:
         raise MonetError("the P2 backends keep the first computations in the graph's order",
                          field="fixed_order", fix="drop fixed_order=False")
-    began = time.perf_counter()
+    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    began = deadline.started
     data = p2_data(instance,
                    max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
                    max_prefetches=(DEFAULT_MAX_PREFETCHES if max_prefetches is None
@@ -557,29 +554,52 @@ def solve_p2_milp(
     quick = data.infeasibility_proof()
     if quick:
         return BackendResult(Status.INFEASIBLE, message=quick, stats=stats)
-    built = P2StageMilp(data)
-    stats.update(variables=built.problem.numVariables(), constraints=built.problem.numConstraints())
+    limits = (f"stage class, max_computes={data.options['max_computes']}, "
+              f"max_prefetches={data.options['max_prefetches']}, one offload per item")
+    # The start first: it is also what is returned if the time runs out.
     start_schedule = hint
     if start_schedule is None and use_baseline_hint:
         start_schedule = baseline_schedule(instance)
+    name = "hint" if hint is not None else "baseline"
+
+    def fallback(reason: str, bound: int | None) -> BackendResult:
+        """The start schedule if the evaluator accepts it (FEASIBLE), else UNKNOWN."""
+        stats["seconds"] = round(time.perf_counter() - began, 3)
+        value = _verified(instance, start_schedule, stats)
+        if value is None:
+            return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
+                                 message=f"{reason}; no schedule found ({limits})")
+        stats["solution"] = name
+        return BackendResult(Status.FEASIBLE, start_schedule, value,
+                             None if bound is None else min(bound, value),
+                             f"{reason}; returning the {name} schedule ({limits})", stats,
+                             source=f"hint:{name}")
+
+    try:
+        built = P2StageMilp(data, deadline=deadline)
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return fallback(str(stop), None)
+    stats.update(variables=built.problem.numVariables(), constraints=built.problem.numConstraints())
     start = None
     if start_schedule is not None:
         start = built.start_values(trace_schedule(data, timed_schedule(instance, start_schedule)))
         stats["warm_start"] = start is not None
     threads = int(workers) if workers else min(8, os.cpu_count() or 1)
     run = _run_highs if solver_name == "highs" else _run_cbc
-    outcome, raw_bound = run(built.problem, threads=threads, time_limit=time_limit, start=start,
-                             log=log, gap_abs=built.gap_abs)
+    try:
+        outcome, raw_bound = run(built.problem, threads=threads, deadline=deadline, start=start,
+                                 log=log, gap_abs=built.gap_abs)
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return fallback(str(stop), None)
     bound = built.primary_bound(raw_bound)
     stats.update(solver_status=outcome, seconds=round(time.perf_counter() - began, 3))
-    limits = (f"stage class, max_computes={data.options['max_computes']}, "
-              f"max_prefetches={data.options['max_prefetches']}, one offload per item")
     if outcome == "infeasible":
         return BackendResult(Status.INFEASIBLE, stats=stats,
                              message=f"{solver_name} proved infeasibility ({limits})")
     if outcome == "limit":
-        return BackendResult(Status.UNKNOWN, bound=bound, message="no schedule found",
-                             stats=stats)
+        return fallback("time limit reached before the solver found a schedule", bound)
     plan = built.prune(built.plan())
     schedule = built.schedule(plan, {"backend": "milp", "model": stats["model"]})
     value = schedule_value(data, schedule)
@@ -595,3 +615,18 @@ def solve_p2_milp(
                              f"optimal ({limits})", stats)
     return BackendResult(Status.FEASIBLE, schedule, value["objective"], bound,
                          f"time limit ({limits})", stats)
+
+
+def _verified(instance: Instance, schedule: Schedule | Sequence | None,
+              stats: dict[str, Any]) -> int | float | None:
+    """The objective of ``schedule`` if the evaluator accepts it (its recomputations and
+    transfers then go to ``stats``), else ``None``."""
+    if schedule is None:
+        return None
+    from monet_ilp.evaluate import evaluate
+
+    metrics = evaluate(instance, schedule)
+    if not metrics.feasible:
+        return None
+    stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
+    return metrics.objective_value
