@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Sequence as Seq
 
+from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.milp.variables import Col, StageData, StageVariables
 from monet_ilp.instance import Instance
 from monet_ilp.schedule import Compute, Release, Sequence
@@ -298,12 +299,14 @@ def recompute_for_retention(data: StageData, x: StageVariables, kept: list[set[i
 
 def round_lp_solution(data: StageData, x: StageVariables, values: Seq[float], *,
                       thresholds: Seq[float] = (0.5,), samples: int = 0, seed: int = 0,
-                      deadline: float | None = None) -> tuple[Plan | None, PlanCost | None, dict]:
+                      deadline: Deadline | None = None
+                      ) -> tuple[Plan | None, PlanCost | None, dict]:
     """Round the S of an LP solution (thresholds, then random samples); keep the best valid plan.
 
     Each rounding is completed by :func:`recompute_for_retention`, cleaned by
     :func:`prune_plan`, and replayed by :func:`sequence_of_plan`; a plan counts if
-    its peak fits the capacity and no op runs more than ``max_computes`` times.
+    its peak fits the capacity and no op runs more than ``max_computes`` times.  Past
+    ``deadline`` no further rounding is tried (at least one is).
     """
     n = data.n
     fractional = []
@@ -320,7 +323,7 @@ def round_lp_solution(data: StageData, x: StageVariables, values: Seq[float], *,
     tried = valid = 0
     seen: set[tuple] = set()
     for kind, arg in rules:
-        if deadline is not None and time.perf_counter() > deadline and tried:
+        if deadline is not None and deadline.passed() and tried:
             break
         kept: list[set[int]] = []
         for t in range(n + 1):
@@ -459,30 +462,37 @@ THRESHOLDS = tuple(k / 10 for k in range(1, 10))
 
 
 def rounding_sweep(instance: Instance, built, lp_values: Seq[float] | None, *, solver: str,
-                   threads: int, deadline: float | None, fractions: Seq[float] = BUDGET_FRACTIONS,
+                   threads: int, deadline: Deadline | None,
+                   fractions: Seq[float] = BUDGET_FRACTIONS,
                    thresholds: Seq[float] = THRESHOLDS, samples: int = 16, seed: int = 0,
                    log: bool = False) -> tuple[Plan | None, PlanCost | None, dict[str, Any]]:
     """Round LP solutions at the budget fractions in turn; the first with a fitting plan wins.
 
     ``lp_values`` is the LP solution at the full budget (solved by the caller, which
     needs it for the bound); the smaller budgets are solved here.  Every plan is
-    checked against the true capacity.
+    checked against the true capacity.  Past ``deadline`` no further budget is tried
+    (a model cut short by it is dropped).
     """
     from monet_ilp.formulations.milp import solve as milp
 
+    deadline = deadline or Deadline(None)
     info: dict[str, Any] = {"roundings": 0, "valid_roundings": 0}
     for fraction in fractions:
         if fraction == 1.0:
             attempt, values = built, lp_values
         else:
-            if deadline is not None and time.perf_counter() >= deadline:
+            if deadline.passed():
                 break
-            attempt = milp.build_model(instance, max_computes=built.data.max_computes,
-                                       budget_bytes=int(built.data.budget_bytes * fraction))
+            try:
+                attempt = milp.build_model(instance, max_computes=built.data.max_computes,
+                                           budget_bytes=int(built.data.budget_bytes * fraction),
+                                           deadline=deadline)
+            except OutOfTime:
+                break
             if attempt.model.contradictions:
                 break
             run = milp.run_solver(solver, attempt.model, relax=True, threads=threads,
-                                  time_limit=milp.remaining(deadline), log=log)
+                                  deadline=deadline, log=log)
             values = run.values if run.status == "optimal" else None
         if values is None:
             continue
@@ -544,22 +554,27 @@ def solve_lp_rounding(instance: Instance, *, time_limit: float | None = None,
     """
     from monet_ilp.formulations.milp import solve as milp
 
+    deadline = Deadline(time_limit)  # everything counts (time_limits.md)
+    start = deadline.started
     opts = milp.parse_options(options, extra=("samples", "seed", "thresholds", "budget_fractions"))
-    start = time.perf_counter()
-    deadline = None if time_limit is None else start + float(time_limit)
     threads = int(workers) if workers else 1
-    built = milp.build_model(instance, max_computes=opts.max_computes)
-    stats: dict[str, Any] = dict(milp.model_stats(built), solver=opts.solver, lp_bound=None)
+    stats: dict[str, Any] = {"solver": opts.solver, "lp_bound": None}
 
     def done(status: Status, **kwargs: Any) -> BackendResult:
         stats["wall_s"] = round(time.perf_counter() - start, 3)
         return BackendResult(status, stats=stats, **kwargs)
 
+    try:
+        built = milp.build_model(instance, max_computes=opts.max_computes, deadline=deadline)
+    except OutOfTime as stop:  # a heuristic: no fallback of its own, no claim
+        stats["stopped"] = str(stop)
+        return done(Status.UNKNOWN, message=f"{stop}; no rounding tried")
+    stats.update(milp.model_stats(built))
     if built.model.contradictions:
         return done(Status.INFEASIBLE, message=milp.infeasible_message(instance, built,
                                                                        deadline=deadline))
     run = milp.run_solver(opts.solver, built.model, relax=True, threads=threads,
-                          time_limit=milp.remaining(deadline), log=opts.log)
+                          deadline=deadline, log=opts.log)
     stats["lp_s"] = round(run.seconds, 3)
     if run.status == "infeasible":
         return done(Status.INFEASIBLE, message=milp.infeasible_message(

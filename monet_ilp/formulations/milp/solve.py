@@ -10,17 +10,19 @@ through PuLP, and its solution turned into a Sequence by :mod:`.rounding`.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import math
+import os
 import re
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from monet_ilp.errors import MonetError
+from monet_ilp.formulations.deadline import Deadline, OutOfTime
+from monet_ilp.formulations.milp.cbc import GRACE_S as CBC_GRACE_S
+from monet_ilp.formulations.milp.cbc import run_cbc
 from monet_ilp.formulations.milp.constraints import add_constraints
 from monet_ilp.formulations.milp.objectives import total_compute_cost
 from monet_ilp.formulations.milp.rounding import (
@@ -116,20 +118,22 @@ class Built:
 
 
 def build_model(instance: Instance, *, max_computes: int | None = None, relax: bool = False,
-                budget_bytes: int | None = None) -> Built:
+                budget_bytes: int | None = None, deadline: Deadline | None = None) -> Built:
     """Build the stage MILP of ``formulations/p1_milp.md`` (its LP relaxation with ``relax``).
 
     ``budget_bytes`` replaces the budget the values may use (capacity minus
-    persistent bytes); the schedule is still checked against the capacity.
+    persistent bytes); the schedule is still checked against the capacity.  Past
+    ``deadline`` the build stops with :class:`OutOfTime` (it reports progress before).
     """
     start = time.perf_counter()
     data = stage_data(instance, max_computes=max_computes)
     if budget_bytes is not None:
         data = dataclasses.replace(data, budget_bytes=int(budget_bytes))
-    model = LinearModel(name=_mps_name(instance.name))
+    model = LinearModel(name=_mps_name(instance.name), deadline=deadline)
     x = add_variables(model, data, relax=relax)
     add_constraints(model, data, x)
     total_compute_cost(model, data, x)
+    model.deadline = None  # built: later uses (solvers, export) have their own limits
     return Built(data, model, x, time.perf_counter() - start)
 
 
@@ -194,23 +198,23 @@ class SolverRun:
     detail: str = ""
 
 
-def remaining(deadline: float | None) -> float | None:
-    """Seconds left before ``deadline`` (at least 1, so that a solver can report something)."""
-    if deadline is None:
-        return None
-    return max(1.0, deadline - time.perf_counter())
-
-
 def run_solver(solver: str, model: LinearModel, *, relax: bool, threads: int,
-               time_limit: float | None, start: list[float] | None = None,
-               log: bool = False) -> SolverRun:
-    """Solve ``model`` (its LP relaxation with ``relax``) with ``highs`` or ``cbc``."""
+               time_limit: float | None = None, start: list[float] | None = None,
+               log: bool = False, deadline: Deadline | None = None) -> SolverRun:
+    """Solve ``model`` (its LP relaxation with ``relax``) with ``highs`` or ``cbc``.
+
+    The solver stops at ``deadline`` (default: ``time_limit`` seconds from now), its
+    set-up included; with no time left it does not start (status ``limit``).
+    """
+    deadline = deadline or Deadline(time_limit)
     if model.num_cols == 0:  # every variable fixed (e.g. max_computes=1): nothing to solve
         return SolverRun("optimal", [], model.offset, model.offset, 0.0, "no free variable")
+    if deadline.passed():
+        return SolverRun("limit", detail="no time left to start the solver")
     if solver == "highs":
-        return _run_highs(model, relax=relax, threads=threads, time_limit=time_limit,
+        return _run_highs(model, relax=relax, threads=threads, deadline=deadline,
                           start=start, log=log)
-    return _run_cbc(model, relax=relax, threads=threads, time_limit=time_limit,
+    return _run_cbc(model, relax=relax, threads=threads, deadline=deadline,
                     start=start, log=log)
 
 
@@ -292,27 +296,35 @@ _HIGHS_THREADS: list[int] = []  # the thread count HiGHS's global scheduler was 
 #: killed at the deadline: HiGHS does not check its limit everywhere (at the root of
 #: a 560 000-row model it went silent for five minutes, callbacks included).
 WATCHED_NONZEROS = 200_000
-#: Seconds a watched HiGHS may overrun its limit before it is killed.
-GRACE_S = 5.0
+#: Seconds a watched HiGHS may overrun the deadline before it is killed (it was told to
+#: stop a little before: ``Deadline.wrap_up``; incumbents and bounds are saved as found).
+GRACE_S = 0.5
 
 
-def _run_highs(model: LinearModel, *, relax: bool, threads: int, time_limit: float | None,
+def _run_highs(model: LinearModel, *, relax: bool, threads: int, deadline: Deadline,
                start: list[float] | None, log: bool) -> SolverRun:
     began = time.perf_counter()
     arrays = _model_arrays(model)
-    if time_limit is not None and not relax and model.num_nonzeros >= WATCHED_NONZEROS:
-        run = _run_highs_watched(arrays, threads=threads, time_limit=time_limit, start=start,
-                                 log=log)
+    if deadline.limited and not relax and model.num_nonzeros >= WATCHED_NONZEROS:
+        run = _run_highs_watched(arrays, threads=threads, deadline=deadline, start=start, log=log)
     else:
-        run = _highs_solve(arrays, relax=relax, threads=threads, time_limit=time_limit,
+        run = _highs_solve(arrays, relax=relax, threads=threads, until=_wall_clock(deadline),
                            start=start, log=log)
     run.seconds = time.perf_counter() - began
     return run
 
 
+def _wall_clock(deadline: Deadline) -> float | None:
+    """When the solver should stop, on the wall clock (``time.time()``, which a child
+    process shares): the deadline less its wrap-up."""
+    left = deadline.solver_limit()
+    return None if left is None else time.time() + left
+
+
 def _highs_solve(arrays: Mapping[str, Any], *, relax: bool, threads: int,
-                 time_limit: float | None, start: Any, log: bool, report=None) -> SolverRun:
-    """Run HiGHS here; ``report(kind, payload)`` receives incumbents and bounds as they come."""
+                 until: float | None, start: Any, log: bool, report=None) -> SolverRun:
+    """Run HiGHS here until ``until`` (``time.time()``); ``report(kind, payload)`` receives
+    incumbents and bounds as they come."""
     import highspy
 
     # HiGHS refuses to run when the thread count differs from its live global scheduler's,
@@ -322,8 +334,6 @@ def _highs_solve(arrays: Mapping[str, Any], *, relax: bool, threads: int,
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(log))
     h.setOptionValue("threads", int(threads))
-    if time_limit is not None:
-        h.setOptionValue("time_limit", float(time_limit))
     if not relax:
         h.setOptionValue("mip_rel_gap", 0.0)
         h.setOptionValue("mip_abs_gap", arrays["abs_gap"])
@@ -332,15 +342,16 @@ def _highs_solve(arrays: Mapping[str, Any], *, relax: bool, threads: int,
         solution = highspy.HighsSolution()
         solution.col_value = list(start)
         h.setSolution(solution)
-    if time_limit is not None:
-        # HiGHS's own limit is not checked everywhere: interrupt it from its
-        # callbacks as well (still not everywhere, see WATCHED_NONZEROS).
-        deadline = time.perf_counter() + float(time_limit)
+    if until is not None:
+        # The limit is what is left now, after handing over the model; HiGHS's own limit
+        # is not checked everywhere, so its callbacks interrupt it at the deadline as
+        # well (still not everywhere, see WATCHED_NONZEROS).
+        h.setOptionValue("time_limit", max(0.01, until - time.time()))
 
         def stop(event) -> None:
             if report is not None and math.isfinite(event.data_out.mip_dual_bound):
                 report("bound", event.data_out.mip_dual_bound)
-            if time.perf_counter() > deadline:
+            if time.time() > until:
                 event.interrupt()
 
         h.cbSimplexInterrupt += stop
@@ -404,18 +415,18 @@ def _highs_child_main(folder: str) -> None:
 
     try:
         run = _highs_solve(job["arrays"], relax=False, threads=job["threads"],
-                           time_limit=job["time_limit"], start=job["start"], log=job["log"],
-                           report=report)
+                           until=job["until"], start=job["start"], log=job["log"], report=report)
     except Exception as err:  # report it, rather than leave the parent guessing
         run = SolverRun("error", detail=f"{type(err).__name__}: {err}")
     save("result.pkl", pickle.dumps(run))
 
 
-def _run_highs_watched(arrays: Mapping[str, Any], *, threads: int, time_limit: float,
+def _run_highs_watched(arrays: Mapping[str, Any], *, threads: int, deadline: Deadline,
                        start: list[float] | None, log: bool) -> SolverRun:
-    """Run HiGHS in a child process, killed ``GRACE_S`` after the limit if still running.
+    """Run HiGHS in a child process, killed ``GRACE_S`` after the deadline if still running.
 
-    The child saves every improving solution and the dual bounds it sees, so a
+    The child gets the deadline on the wall clock, so its own start-up (imports, the
+    model) counts.  It saves every improving solution and the dual bounds it sees, so a
     killed run still returns its incumbent (else the start) and a valid bound.
     """
     import os
@@ -427,7 +438,7 @@ def _run_highs_watched(arrays: Mapping[str, Any], *, threads: int, time_limit: f
 
     with tempfile.TemporaryDirectory(prefix="monet-milp-") as tmp:
         where = Path(tmp)
-        job = {"arrays": dict(arrays), "threads": threads, "time_limit": time_limit,
+        job = {"arrays": dict(arrays), "threads": threads, "until": _wall_clock(deadline),
                "start": None if start is None else list(start), "log": log}
         (where / "job.pkl").write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
         env = dict(os.environ)
@@ -438,9 +449,9 @@ def _run_highs_watched(arrays: Mapping[str, Any], *, threads: int, time_limit: f
         with open(where / "stderr.txt", "wb") as errors:
             child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                      stdout=None if log else subprocess.DEVNULL, stderr=errors)
-            deadline = time.perf_counter() + time_limit + GRACE_S
-            while child.poll() is None and time.perf_counter() < deadline:
-                time.sleep(0.1)
+            kill_at = deadline.at + GRACE_S
+            while child.poll() is None and time.perf_counter() < kill_at:
+                time.sleep(0.05)
             killed = child.poll() is None
             if killed:
                 child.kill()
@@ -454,9 +465,8 @@ def _run_highs_watched(arrays: Mapping[str, Any], *, threads: int, time_limit: f
         if (where / "bound.txt").exists():
             bound = float((where / "bound.txt").read_text())
         problem = (where / "stderr.txt").read_text(errors="replace").strip().splitlines()
-    if values is None and start is not None:
-        values = list(start)
-        objective = float(arrays["offset"]) + sum(c * v for c, v in zip(arrays["cost"], start) if c)
+    # Without an incumbent of its own the run has none: the caller falls back on its start
+    # (and says so in the result's source).
     if not killed:
         detail = "the HiGHS process ended without a result" + (f": {problem[-1]}" if problem else "")
         return SolverRun("error" if values is None else "feasible", values, objective, bound,
@@ -469,63 +479,82 @@ def _integral_costs(model: LinearModel) -> bool:
     return all(float(c).is_integer() for c in model.col_cost) and float(model.offset).is_integer()
 
 
-def _run_cbc(model: LinearModel, *, relax: bool, threads: int, time_limit: float | None,
+#: Seconds per nonzero that writing a model as MPS for CBC took last (first guess: 2 µs, a
+#: loaded 2-core machine); a write is not started without that much time left.
+_MPS_SECONDS_PER_NONZERO = [2e-6]
+
+
+def _run_cbc(model: LinearModel, *, relax: bool, threads: int, deadline: Deadline,
              start: list[float] | None, log: bool) -> SolverRun:
-    import pulp
+    """CBC on the model, written as MPS by HiGHS (:func:`~.cbc.run_cbc`), by ``deadline``."""
+    import highspy
 
     began = time.perf_counter()
-    problem = pulp.LpProblem(model.name, pulp.LpMinimize)
-    columns = [problem.add_variable(name, lb, ub,
-                                    pulp.LpInteger if integer and not relax else pulp.LpContinuous)
-               for name, lb, ub, integer in zip(model.col_name, model.col_lb, model.col_ub,
-                                                model.col_integer)]
-    objective = pulp.LpAffineExpression(
-        [(columns[c], v) for c, v in enumerate(model.col_cost) if v], constant=model.offset)
-    problem.setObjective(objective)
     if model.contradictions:
-        return SolverRun("infeasible", seconds=time.perf_counter() - began,
-                         detail="; ".join(model.contradictions[:3]))
-    for r, name in enumerate(model.row_name):
-        lo, hi = model.row_start[r], model.row_start[r + 1]
-        expr = pulp.LpAffineExpression([(columns[model.row_index[p]], model.row_value[p])
-                                        for p in range(lo, hi)])
-        lb, ub = model.row_lb[r], model.row_ub[r]
-        if lb == ub:
-            problem.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintEQ, name, ub))
-            continue
-        if ub < math.inf:
-            problem.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintLE, name, ub))
-        if lb > -math.inf:
-            problem.addConstraint(pulp.LpConstraint(expr, pulp.LpConstraintGE, name + "_lo", lb))
-    if start is not None and not relax:
-        for column, value in zip(columns, start):
-            column.setInitialValue(round(value) if column.cat == pulp.LpInteger else value)
-    with tempfile.TemporaryDirectory() as tmp:
-        log_path = Path(tmp) / "cbc.log"
-        with warnings.catch_warnings():
-            # PuLP 3 deprecates its bundled CBC for 4.0; pyproject pins pulp < 4.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            solver = pulp.PULP_CBC_CMD(
-                mip=not relax, msg=False, timeLimit=time_limit, threads=int(threads), gapRel=0.0,
-                gapAbs=(INTEGER_GAP if _integral_costs(model) else 1e-9) if not relax else None,
-                warmStart=start is not None and not relax, logPath=str(log_path))
-        problem.solve(solver)
-        text = log_path.read_text() if log_path.exists() else ""
-    if log:
-        print(text)
-    values = [c.varValue if c.varValue is not None else 0.0 for c in columns]
-    # pulp has no objective value when every cost is 0: compute it from the columns.
-    value = model.offset + sum(c * v for c, v in zip(model.col_cost, values) if c)
-    result = _cbc_result(text)
+        return SolverRun("infeasible", detail="; ".join(model.contradictions[:3]))
+    # One MPS file per model, for the LP (CBC's -initialSolve solves the relaxation) and
+    # the MILP: writing it is the slow part (seconds for a million nonzeros).
+    # Writing cannot be interrupted: it starts only if the time left covers it (at the
+    # rate the last write ran).
+    cached = getattr(model, "_cbc_mps", None)
+    if cached is None:
+        left = deadline.left()
+        if left is not None and left < _MPS_SECONDS_PER_NONZERO[0] * model.num_nonzeros:
+            return SolverRun("limit", seconds=time.perf_counter() - began,
+                             detail="no time left to write the model for CBC")
+        folder = tempfile.TemporaryDirectory(prefix="monet-cbc-")  # removed with the model
+        arrays = _model_arrays(model, names=True)
+        mps = Path(folder.name) / "model.mps"
+        h = highspy.Highs()
+        h.setOptionValue("output_flag", False)
+        h.passModel(_highs_lp(arrays, relax=False))
+        h.writeModel(str(mps))
+        if model.num_nonzeros >= 10_000:
+            _MPS_SECONDS_PER_NONZERO[0] = (time.perf_counter() - began) / model.num_nonzeros
+        cached = model._cbc_mps = (folder, mps, arrays["col_names"], arrays["abs_gap"])
+    folder, mps, names, abs_gap = cached
+    with tempfile.TemporaryDirectory(prefix="monet-cbc-run-") as tmp:
+        run_mps = Path(tmp) / "model.mps"
+        os.symlink(mps, run_mps)  # CBC writes its log and solution next to the model
+        start_file = None
+        if start is not None and not relax:
+            # CBC's solution format (what PuLP's COIN_CMD writes for a warm start); the
+            # objective-constant column is fixed at 1.
+            values = list(start) + [1.0] * (len(names) - len(start))
+            start_file = Path(tmp) / "start.sol"
+            start_file.write_text("Stopped on time - objective value 0\n" + "".join(
+                f"{i:>7} {name} {value:>15} {0:>23}\n"
+                for i, (name, value) in enumerate(zip(names, values))))
+        run = run_cbc(run_mps, relax=relax, threads=threads, deadline=deadline,
+                      gap_abs=None if relax else abs_gap, start=start_file, log=log)
     seconds = time.perf_counter() - began
-    if result.startswith("optimal") or (relax and problem.status == pulp.LpStatusOptimal):
-        return SolverRun("optimal", values, value, value, seconds, result)
-    if "infeasible" in result or problem.status == pulp.LpStatusInfeasible:
-        return SolverRun("infeasible", seconds=seconds, detail=result)
-    bound = _cbc_bound(text)
-    if problem.sol_status == pulp.LpSolutionIntegerFeasible and not relax:
+    if run.killed:
+        return SolverRun("limit", seconds=seconds,
+                         detail=f"stopped at the time limit (CBC killed {CBC_GRACE_S:g} s "
+                                "after it)")
+    result = _cbc_result(run.log)
+    if run.solution is None:
+        return SolverRun("error", seconds=seconds, detail=result or "CBC wrote no solution")
+    first = run.solution[0].split() if run.solution else [""]
+    column = {name: c for c, name in enumerate(model.col_name)}
+    values = [0.0] * model.num_cols
+    for line in run.solution[1:]:
+        parts = line.split()
+        if parts[:1] == ["**"]:  # CBC marks infeasible rows and columns
+            parts = parts[1:]
+        if len(parts) >= 3 and parts[1] in column:
+            values[column[parts[1]]] = float(parts[2])
+    value = model.offset + sum(c * v for c, v in zip(model.col_cost, values) if c)
+    status = first[0] if first else ""
+    has_solution = status == "Optimal" or (len(first) >= 5 and first[4] == "objective")
+    if status == "Optimal" or result.startswith("optimal"):
+        return SolverRun("optimal", values, value, value, seconds, result or "optimal")
+    if status in ("Infeasible", "Integer") or "infeasible" in result:
+        return SolverRun("infeasible", seconds=seconds, detail=result or status.lower())
+    bound = _cbc_bound(run.log)
+    if has_solution and not relax:
         return SolverRun("feasible", values, value, bound, seconds, result)
-    return SolverRun("limit", None, None, bound, seconds, result or pulp.LpStatus[problem.status])
+    return SolverRun("limit", None, None, bound, seconds, result or " ".join(first))
 
 
 def _cbc_result(text: str) -> str:
@@ -551,11 +580,12 @@ def _cbc_bound(text: str) -> float | None:
 
 # ====================================================================== messages
 def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
-                       deadline: float | None = None) -> str:
+                       deadline: Deadline | None = None) -> str:
     """"infeasible at budget B", with the minimum feasible budget when CP-SAT can compute it.
 
-    ``monet_ilp.formulations.cpsat.min_budget`` returns ``(bytes, proven)``; when it
-    cannot be imported or fails, the message states the budget only.
+    ``monet_ilp.formulations.cpsat.min_budget`` returns ``(bytes, proven)`` within the
+    time ``deadline`` has left (at most :data:`MIN_BUDGET_SECONDS`); with no time left,
+    or when it cannot be imported or fails, the message states the budget only.
     """
     data = built.data
     what = "even the LP relaxation is infeasible" if lp else "no schedule in stage form fits"
@@ -563,15 +593,15 @@ def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
     if built.model.contradictions:
         text += "; " + built.model.contradictions[0]
     text += ")"
+    deadline = deadline or Deadline(None)
+    if deadline.passed():
+        return text + "; the minimum feasible budget was not searched (time limit)"
     try:
         from monet_ilp.formulations.cpsat import min_budget
     except Exception:  # the CP-SAT backend is optional here
         return text
     try:
-        parameters = inspect.signature(min_budget).parameters
-        limit = min(30.0, remaining(deadline) or 30.0)  # a hint, not worth a long wait
-        kwargs = {"time_limit": limit} if "time_limit" in parameters else {}
-        found = min_budget(instance, **kwargs)
+        found = min_budget(instance, deadline=deadline.sub(at_most=MIN_BUDGET_SECONDS))
     except Exception:
         return text
     need, proven = found if isinstance(found, tuple) else (found, True)
@@ -582,33 +612,78 @@ def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
     return text + f"; a budget of {int(need)} bytes is feasible (CP-SAT, not proven minimal)"
 
 
+#: Share of the time left that the LP relaxation (the bound, and the LP roundings' start)
+#: may take under a time limit.
+LP_SHARE = 0.5
+
+#: Seconds at most for the minimum feasible budget in an infeasibility message (a hint,
+#: not worth a long wait).
+MIN_BUDGET_SECONDS = 30.0
+
+
 # ====================================================================== backend
+def baseline_sequences(instance: Instance, deadline: Deadline) -> list[tuple[str, Sequence]]:
+    """Store-all and Chen's greedy (its search cut short at the deadline), by name.
+
+    The start candidates of the MILP, and what the backend returns when the time runs
+    out before the solver has a schedule (``formulations/time_limits.md``).
+    """
+    from monet_ilp.heuristics import chen_greedy_sequence, store_all
+
+    found: list[tuple[str, Sequence]] = []
+    makers = (("store_all", store_all),
+              ("greedy", lambda inst: chen_greedy_sequence(inst, deadline=deadline)))
+    for name, make in makers:
+        if found and deadline.passed():
+            break
+        try:
+            sequence = make(instance)
+        except MonetError:
+            continue
+        if isinstance(sequence, Sequence):
+            found.append((name, sequence))
+    return found
+
+
+def best_verified(instance: Instance, candidates: Iterable[tuple[str, Any]]
+                  ) -> tuple[str, Any, int | float] | None:
+    """The candidate the evaluator accepts with the best objective: ``(name, schedule, value)``."""
+    from monet_ilp.evaluate import evaluate
+
+    found = []
+    for k, (name, schedule) in enumerate(candidates):
+        if schedule is None:
+            continue
+        metrics = evaluate(instance, schedule)
+        if metrics.feasible:
+            found.append((metrics.objective_value, k, name, schedule))
+    if not found:
+        return None
+    value, _, name, schedule = min(found, key=lambda t: (t[0], t[1]))
+    return name, schedule, value
+
+
 def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | None,
-                lp_values: list[float] | None, *, solver: str, threads: int,
-                deadline: float | None) -> tuple[list[float] | None, str, dict[str, Any]]:
+                lp_values: list[float] | None, baselines: list[tuple[str, Sequence]], *,
+                solver: str, threads: int,
+                deadline: Deadline) -> tuple[list[float] | None, str, dict[str, Any]]:
     """A start solution: the cheapest that fits of the hint, the baselines and the LP roundings.
 
     The LP rounding sweep (§7) over smaller LP budgets runs only when nothing else
     fits, and within half the time left.
     """
-    from monet_ilp.heuristics import HEURISTICS
-
     data, x = built.data, built.x
     candidates: list[tuple[str, Any]] = []
     if isinstance(hint, Sequence):
         candidates.append(("hint", plan_from_sequence(data, hint)))
     elif hint is not None:
         candidates.append(("hint", None))  # a timed Schedule has no stage form
-    for name in ("store_all", "greedy"):
-        try:
-            sequence = HEURISTICS[name](instance)
-        except MonetError:
-            continue
-        if isinstance(sequence, Sequence):
-            candidates.append((name, plan_from_sequence(data, sequence)))
+    for name, sequence in baselines:
+        candidates.append((name, plan_from_sequence(data, sequence)))
     candidates.append(("belady", keep_by_priority(data, x)))
-    if lp_values is not None:
-        plan, _, _ = round_lp_solution(data, x, lp_values, thresholds=THRESHOLDS, samples=8)
+    if lp_values is not None and not deadline.passed():
+        plan, _, _ = round_lp_solution(data, x, lp_values, thresholds=THRESHOLDS, samples=8,
+                                       deadline=deadline)
         candidates.append(("lp-round", plan))
         for floor in (0.0, 0.5):
             plan = keep_by_priority(data, x, lp_values, floor=floor)
@@ -632,12 +707,14 @@ def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | No
             best = (cost.compute_cycles, name, values)
 
     for name, plan in candidates:
+        if best is not None and deadline.passed():
+            tried[name] = "not tried (time limit)"
+            continue
         consider(name, plan)
-    if best is None and lp_values is not None:
-        now = time.perf_counter()
-        left = None if deadline is None else now + (deadline - now) / 2
+    if best is None and lp_values is not None and not deadline.passed():
         plan, _, info = rounding_sweep(instance, built, None, solver=solver, threads=threads,
-                                       deadline=left, fractions=BUDGET_FRACTIONS[1:], samples=0)
+                                       deadline=deadline.sub(0.5), fractions=BUDGET_FRACTIONS[1:],
+                                       samples=0)
         consider(f"lp-round x{info.get('budget_fraction', '?')}", plan)
     if best is None:
         return None, "", tried
@@ -653,8 +730,11 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     instance
         A P1 instance (one core whose memory holds the graph inputs).
     time_limit
-        Seconds for the whole run (model, LP bound, MILP).  At the limit the best
-        schedule found so far is returned (FEASIBLE) with the solver's bound.
+        Seconds for the whole run (baselines, model, LP bound, MILP, the minimum budget
+        of an infeasible instance; ``formulations/time_limits.md``).  At the limit the
+        best schedule found so far is returned (FEASIBLE) with the best bound; when the
+        time runs out before the solver has one, that is the best baseline the
+        evaluator accepts (``source`` ``hint:<name>``).
     workers
         Solver threads (default 1).
     hint
@@ -673,28 +753,50 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     BackendResult
         OPTIMAL when the solver proves it, FEASIBLE at a limit with a schedule,
         UNKNOWN without one, INFEASIBLE with the budget (and the minimum feasible
-        budget when the CP-SAT backend can compute it).  ``objective`` is the
-        schedule's compute cost, ``bound`` the best proven lower bound, rounded up
-        (costs are integers).  ``stats``: ``lp_bound``, ``variables``,
-        ``binaries``, ``constraints``, ``nonzeros``, ``columns`` (R/S/FREE/U),
-        ``solver``, ``solver_status``, ``start``, timings.
+        budget when the CP-SAT backend can compute it in the time left).  ``objective``
+        is the schedule's compute cost, ``bound`` the best proven lower bound, rounded
+        up (costs are integers; at least every op once).  ``stats``: ``lp_bound``,
+        ``variables``, ``binaries``, ``constraints``, ``nonzeros``, ``columns``
+        (R/S/FREE/U), ``solver``, ``solver_status``, ``start``, ``stopped``, timings.
     """
+    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    began = deadline.started
     opts = parse_options(options)
-    began = time.perf_counter()
-    deadline = None if time_limit is None else began + float(time_limit)
     threads = int(workers) if workers else 1
-    built = build_model(instance, max_computes=opts.max_computes)
+    stats: dict[str, Any] = {"solver": opts.solver, "lp_bound": None}
+    data = stage_data(instance, max_computes=opts.max_computes)
+    trivial = sum(data.cost)  # every op at least once
+
+    def done(status: Status, **kwargs: Any) -> BackendResult:
+        stats["wall_s"] = round(time.perf_counter() - began, 3)
+        return BackendResult(status, stats=stats, **kwargs)
+
+    # Before the model: the baselines, to start from and to fall back on.
+    baselines = baseline_sequences(instance, deadline)
+
+    def fallback(reason: str, bound: int | None) -> BackendResult:
+        """The best baseline the evaluator accepts (FEASIBLE), else UNKNOWN; with ``bound``."""
+        bound = trivial if bound is None else max(bound, trivial)
+        known = best_verified(instance, [("hint", hint)] + baselines)
+        if known is None:
+            return done(Status.UNKNOWN, bound=bound, message=f"{reason}; no schedule known")
+        name, schedule, value = known
+        stats["start"] = name
+        return done(Status.FEASIBLE, schedule=schedule, objective=value, bound=min(bound, value),
+                    message=f"{reason}; returning the {name} schedule", source=f"hint:{name}")
+
+    try:
+        built = build_model(instance, max_computes=opts.max_computes, deadline=deadline)
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return fallback(str(stop), None)
     if opts.export:
         path = Path(opts.export)
         if path.suffix.lower() not in (".mps", ".lp"):
             raise MonetError(f"cannot tell the model format of {opts.export!r}", field="export",
                              fix="end the file name with .mps or .lp")
         _write(built.model, path)
-    stats: dict[str, Any] = dict(model_stats(built), solver=opts.solver, lp_bound=None)
-
-    def done(status: Status, **kwargs: Any) -> BackendResult:
-        stats["wall_s"] = round(time.perf_counter() - began, 3)
-        return BackendResult(status, stats=stats, **kwargs)
+    stats.update(model_stats(built))
 
     if built.model.contradictions:
         return done(Status.INFEASIBLE, message=infeasible_message(instance, built,
@@ -702,8 +804,9 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     lp_values = None
     lp_ceiling = None
     if opts.lp_bound:
+        # At most LP_SHARE of the time left: the MILP needs the rest.
         lp = run_solver(opts.solver, built.model, relax=True, threads=threads,
-                        time_limit=remaining(deadline), log=opts.log)
+                        deadline=deadline.sub(LP_SHARE), log=opts.log)
         stats["lp_s"] = round(lp.seconds, 3)
         if lp.status == "infeasible":
             return done(Status.INFEASIBLE, message=infeasible_message(instance, built, lp=True,
@@ -714,12 +817,12 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
             lp_values = lp.values
     start = None
     if opts.warm_start:
-        start, source, tried = _start_plan(instance, built, hint, lp_values, solver=opts.solver,
-                                           threads=threads, deadline=deadline)
+        start, source, tried = _start_plan(instance, built, hint, lp_values, baselines,
+                                           solver=opts.solver, threads=threads, deadline=deadline)
         stats["start"] = source or None
         stats["start_candidates"] = tried
     run = run_solver(opts.solver, built.model, relax=False, threads=threads,
-                     time_limit=remaining(deadline), start=start, log=opts.log)
+                     deadline=deadline, start=start, log=opts.log)
     stats["mip_s"] = round(run.seconds, 3)
     stats["solver_status"] = run.detail
     bound = None
@@ -733,8 +836,10 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     values = run.values if run.values is not None else start
     source = "milp" if values is not start else f"hint:{stats.get('start')}"
     if values is None:
-        status = Status.UNKNOWN if run.status == "limit" else Status.ERROR
-        return done(status, bound=bound, message=f"no schedule found ({run.detail})")
+        if run.status == "limit":
+            return fallback(f"no schedule found ({run.detail})", bound)
+        return done(Status.ERROR, bound=bound, message=f"no schedule found ({run.detail})")
+    bound = trivial if bound is None else max(bound, trivial)
     data = built.data
     meta = {"backend": "milp", "solver": opts.solver}
     plan = prune_plan(data, plan_from_values(data, built.x, values))
@@ -753,6 +858,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     proven = run.status == "optimal" and bound is not None and bound >= cost.compute_cycles
     if run.status == "optimal":
         bound = cost.compute_cycles if proven else bound
+    bound = min(bound, cost.compute_cycles)
     stats["solver_objective"] = run.objective
     status = Status.OPTIMAL if proven else Status.FEASIBLE
     message = "optimal in stage form" if proven else f"stopped: {run.detail}"

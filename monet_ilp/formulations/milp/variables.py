@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import OpKind
@@ -252,6 +252,9 @@ class Lin:
     def constant(self) -> bool:
         return not any(self.coef.values())
 
+#: Rows (and columns) added between two deadline checks of a :class:`LinearModel`.
+CHECK_EVERY = 1024
+
 
 @dataclass
 class LinearModel:
@@ -275,6 +278,9 @@ class LinearModel:
     row_ub: list[float] = field(default_factory=list)
     row_name: list[str] = field(default_factory=list)
     contradictions: list[str] = field(default_factory=list)
+    #: Checked every :data:`CHECK_EVERY` rows and columns while the model is built: past
+    #: it, :class:`~monet_ilp.formulations.deadline.OutOfTime` stops the build.
+    deadline: Any = field(default=None, repr=False, compare=False)
 
     @property
     def num_cols(self) -> int:
@@ -292,7 +298,13 @@ class LinearModel:
     def num_integer(self) -> int:
         return sum(self.col_integer)
 
+    def _check(self) -> None:
+        self.deadline.check("building the P1 stage MILP",
+                            lambda: f"{self.num_rows:,} rows, {self.num_cols:,} columns")
+
     def add_column(self, name: str, lb: float, ub: float, integer: bool) -> Col:
+        if self.deadline is not None and len(self.col_name) % CHECK_EVERY == 0:
+            self._check()
         self.col_name.append(name)
         self.col_lb.append(lb)
         self.col_ub.append(ub)
@@ -302,6 +314,8 @@ class LinearModel:
 
     def add_row(self, expr: Lin, lb: float, ub: float, name: str) -> None:
         """Add ``lb <= expr <= ub`` (``±math.inf`` for a missing side)."""
+        if self.deadline is not None and len(self.row_lb) % CHECK_EVERY == 0:
+            self._check()
         lb -= expr.const
         ub -= expr.const
         items = [(c, v) for c, v in expr.coef.items() if v]
