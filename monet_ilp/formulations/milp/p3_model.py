@@ -1533,19 +1533,19 @@ def solve_p3_milp(
     bounds: list[float] = []
     lp_bound = None
 
-    def fallback(stop: OutOfTime) -> BackendResult:
-        """The best schedule known before the solver had one: the best verified candidate."""
-        stats.update(stopped=str(stop), milp_bound=max(bounds) if bounds else None)
+    def fallback(reason: str) -> BackendResult:
+        """The best schedule known when the solver has none: the best verified candidate."""
+        stats["milp_bound"] = max(bounds) if bounds else None
         bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
         known = _best_verified(instance, candidates)
         if known is None:
             return done(Status.UNKNOWN, bound=bound,
-                        message=f"{stop}; no schedule known ({limits})")
+                        message=f"{reason}; no schedule known ({limits})")
         source, schedule, value = known
         stats["solution"] = source
         return done(Status.FEASIBLE, schedule=schedule, objective=value,
                     bound=None if bound is None else min(bound, value), source=f"hint:{source}",
-                    message=f"{stop}; returning the {source} schedule ({limits})")
+                    message=f"{reason}; returning the {source} schedule ({limits})")
 
     # W1: a schedule of the model bounds the makespan of any better one, so each
     # better schedule found rebuilds the model with a shorter horizon (tighter big-Ms).
@@ -1553,7 +1553,8 @@ def solve_p3_milp(
     try:
         built = P3Milp(data, **model_options)
     except OutOfTime as stop:
-        return fallback(stop)
+        stats["stopped"] = str(stop)
+        return fallback(str(stop))
     stats["full_horizon"] = built.H
     stats["recompute_after_first"] = after_first
     if export is not None:
@@ -1567,7 +1568,8 @@ def solve_p3_milp(
                 best = _incumbent(built, source)
                 break
     except OutOfTime as stop:
-        return fallback(stop)
+        stats["stopped"] = str(stop)
+        return fallback(str(stop))
     stats["warm_start"] = None if best is None else best["source"]
     integral = all(float(w).is_integer() for w in built.weights)
     gap_abs = 0.5 if integral else 1e-9
@@ -1627,8 +1629,6 @@ def solve_p3_milp(
                 best = found
         if not (run.stopped and best is not None and deadline_left(deadline)):
             break
-    if best is None and run is None:
-        return fallback(stopped)
     detail = str(stopped) if stopped is not None else run.detail
     stats.update(milp_s=round(sum(r["s"] for r in stats.get("rounds", [])), 3),
                  solver_status=detail, milp_objective=None if best is None else best["milp"],
@@ -1636,10 +1636,8 @@ def solve_p3_milp(
     if stopped is not None:
         stats["stopped"] = str(stopped)
     bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
-    if best is None:
-        if stopped is not None:
-            return fallback(stopped)
-        return done(Status.UNKNOWN, bound=bound, message=f"no schedule found ({detail})")
+    if best is None:  # no schedule in the model: the best candidate outside it, if any
+        return fallback(detail if stopped is not None else f"no schedule found ({detail})")
     schedule, value = best["schedule"], best["value"]
     source = "milp" if best["source"] == "milp" else f"hint:{best['source']}"
     stats.update(solution=best["source"], recomputations=value["recomputations"],
