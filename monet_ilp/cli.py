@@ -539,7 +539,8 @@ def _instance_from(path: str, budget: str | None):
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--backend", default="cpsat", show_default=True,
               help="cpsat, milp, dp, or heuristic:store_all|sqrt|greedy|memory_aware|lp-round.")
-@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds.")
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True,
+              help="Seconds for the whole solve, model building included (formulations/time_limits.md).")
 @click.option("--workers", type=POSITIVE, default=2, show_default=True, help="Solver threads.")
 @click.option("--budget", help="For a graph file: the P1 budget (0.8 = fraction of the store-all peak, or bytes).")
 @click.option("--milp-solver", type=click.Choice(["highs", "cbc"]), default=None, help="MILP solver (default highs).")
