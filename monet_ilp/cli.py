@@ -505,14 +505,13 @@ def baseline_cmd(instance_path, heuristic, out):
     from monet_ilp.evaluate import evaluate
     from monet_ilp.heuristics import HEURISTICS
     from monet_ilp.instance import Instance
-    from monet_ilp.schedule import save_schedule
-    from monet_ilp.solve import stamp
+    from monet_ilp.schedule import save_schedule, stamped
 
     inst = Instance.load(instance_path)
     schedule = HEURISTICS[heuristic](inst)
     metrics = evaluate(inst, schedule)
     if out:
-        save_schedule(stamp(metrics.schedule, inst, f"heuristic:{heuristic}"), out)
+        save_schedule(stamped(metrics.schedule, inst, f"heuristic:{heuristic}"), out)
         err_console.print(f"wrote {out}")
     _print_metrics(metrics, inst, f"{heuristic} on {inst.name}")
     exit_unless(metrics.feasible)

@@ -10,7 +10,7 @@ times it on one core.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -173,6 +173,11 @@ def load_schedule(path: str | Path, instance: Instance | None = None) -> Schedul
     if instance is not None:
         check_made_for(schedule, instance, source=str(path))
     return schedule
+
+
+def stamped(schedule: Schedule | Sequence, instance: Instance, source: str) -> Schedule | Sequence:
+    """``schedule`` with where it came from and the fingerprint of ``instance`` in its ``meta``."""
+    return replace(schedule, meta={**schedule.meta, "source": source, "instance": instance.fingerprint})
 
 
 def check_made_for(schedule: Schedule | Sequence, instance: Instance, *, source: str | None = None) -> None:

@@ -9,85 +9,17 @@ the gap.  A mismatch is a bug and is reported as status ``error``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
-from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
 from monet_ilp.instance import Instance, Problem
-from monet_ilp.schedule import Schedule, Sequence
+from monet_ilp.results import GAP_TOLERANCE, BackendResult, Result, Status, gap_of
+from monet_ilp.schedule import Schedule, Sequence, stamped
 
+__all__ = ["GAP_TOLERANCE", "Backend", "BackendResult", "Result", "Status", "backends", "check_limits",
+           "gap_of", "register_backend", "solve"]
 
-class Status(StrEnum):
-    OPTIMAL = "optimal"  # proven by the solver: gap 0 within tolerance
-    FEASIBLE = "feasible"  # a verified schedule, not proven optimal
-    INFEASIBLE = "infeasible"  # proven: no schedule exists; heuristics: their schedule breaks the instance
-    UNKNOWN = "unknown"  # no schedule and no proof (e.g. time limit)
-    ERROR = "error"  # the backend failed, or its claim disagrees with the evaluator
-
-
-@dataclass(frozen=True)
-class BackendResult:
-    """What a backend returns before verification.
-
-    ``objective`` is the backend's own value for ``schedule``; ``bound`` the best
-    proven lower bound on the optimum (``None`` if it has none).  ``source`` says
-    where the schedule came from when it is not the backend's own search: a
-    ``hint:<name>`` the solver returned because it found nothing better, a
-    ``heuristic:<name>``, ...  Left empty, the source is the backend's name.
-    """
-
-    status: Status
-    schedule: Schedule | Sequence | None = None
-    objective: int | float | None = None
-    bound: int | float | None = None
-    message: str = ""
-    stats: Mapping[str, Any] = field(default_factory=dict)
-    source: str = ""
-
-
-@dataclass(frozen=True)
-class Result:
-    """A verified result: status, schedule, objective, bound, gap, time and metrics.
-
-    ``source`` names what produced the schedule (``cpsat``, ``milp``,
-    ``hint:memory_aware``, ``heuristic:greedy``, ...; empty without a schedule); the
-    schedule's ``meta`` carries it too, with the fingerprint of the instance it solves.
-    """
-
-    backend: str
-    status: Status
-    schedule: Schedule | Sequence | None
-    objective: int | float | None
-    bound: int | float | None
-    gap: float | None
-    wall_time_s: float
-    metrics: Any = None  # monet_ilp.evaluate.Metrics of the schedule, when there is one
-    message: str = ""
-    stats: Mapping[str, Any] = field(default_factory=dict)
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "backend": self.backend,
-            "status": str(self.status),
-            "source": self.source,
-            "objective": self.objective,
-            "bound": self.bound,
-            "gap": self.gap,
-            "wall_time_s": round(self.wall_time_s, 4),
-            "feasible": None if self.metrics is None else self.metrics.feasible,
-            "message": self.message,
-            "stats": dict(self.stats),
-        }
-
-
-#: Gap tolerance under which a solver's claim of optimality is accepted.
-GAP_TOLERANCE = 1e-9
 
 Backend = Callable[..., BackendResult]
 _BACKENDS: dict[str, Callable[[], Backend]] = {}
@@ -110,15 +42,6 @@ def register_backend(name: str, loader: Callable[[], Backend], *, heuristic: boo
 
 def backends() -> tuple[str, ...]:
     return tuple(sorted(_BACKENDS))
-
-
-def gap_of(objective: float | None, bound: float | None) -> float | None:
-    """Relative gap ``(objective - bound) / |objective|`` (0 when both are 0)."""
-    if objective is None or bound is None:
-        return None
-    if objective == 0:
-        return 0.0 if bound >= 0 else None
-    return max(0.0, (objective - bound) / abs(objective))
 
 
 def solve(
@@ -150,8 +73,6 @@ def solve(
     **options
         Backend-specific options (e.g. ``max_computes``, ``milp_solver``).
     """
-    from monet_ilp.evaluate import evaluate
-
     if backend not in _BACKENDS:
         from difflib import get_close_matches
 
@@ -166,7 +87,7 @@ def solve(
     schedule, source = raw.schedule, ""
     if schedule is not None:
         source = raw.source or backend
-        schedule = stamp(schedule, instance, source)
+        schedule = stamped(schedule, instance, source)
     metrics = evaluate(instance, schedule) if schedule is not None else None
     status, message, objective = raw.status, raw.message, raw.objective
     if metrics is not None:
@@ -204,12 +125,6 @@ def check_limits(time_limit: float | None, workers: int | None) -> None:
     if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
         raise MonetError(f"workers {workers!r} is not a positive whole number", field="workers",
                          fix="give 1 or more solver threads, e.g. 2")
-
-
-def stamp(schedule: Schedule | Sequence, instance: Instance, source: str) -> Schedule | Sequence:
-    """``schedule`` with its source and the fingerprint of ``instance`` in its ``meta``."""
-    meta = {**schedule.meta, "source": source, "instance": instance.fingerprint}
-    return replace(schedule, meta=meta)
 
 
 def _heuristic_loader(name: str) -> Callable[[], Backend]:

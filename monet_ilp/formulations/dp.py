@@ -20,8 +20,8 @@ from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import DType, OpKind, Tensor, TensorKind, TrainingGraph
 from monet_ilp.graph.node_link import node_op
 from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Sequence
-from monet_ilp.solve import BackendResult, Status
 
 __all__ = [
     "DEFAULT_MAX_TABLE_BYTES",

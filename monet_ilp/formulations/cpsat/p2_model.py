@@ -18,7 +18,6 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
-from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
 from monet_ilp.formulations.cpsat.p2_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -31,10 +30,11 @@ from monet_ilp.formulations.cpsat.p2_data import (
     timed_schedule,
     trace_schedule,
 )
+from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.instance import Instance, Objective
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
-from monet_ilp.solve import BackendResult, Status
 
 __all__ = ["P2CpModel", "solve_p2_cpsat"]
 

@@ -35,8 +35,8 @@ from monet_ilp.formulations.p3_data import (
     weighted_scale,
 )
 from monet_ilp.instance import Instance, Objective
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
-from monet_ilp.solve import BackendResult, Status
 
 __all__ = ["P3CpModel", "solve_p3_cpsat"]
 

@@ -29,8 +29,8 @@ from monet_ilp.formulations.cpsat.repair import best_repair
 from monet_ilp.formulations.cpsat.variables import P1Vars
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.instance import Instance
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
-from monet_ilp.solve import BackendResult, Status
 
 __all__ = ["min_budget", "min_budget_cpsat", "solve_cpsat"]
 

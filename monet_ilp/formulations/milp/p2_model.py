@@ -36,8 +36,8 @@ from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.milp.cbc import Cbc, CbcKilled
 from monet_ilp.formulations.milp.pulp_highs import PulpHiGHS, reset_highs_threads
 from monet_ilp.instance import Instance, Objective
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
-from monet_ilp.solve import BackendResult, Status
 
 __all__ = ["P2StageMilp", "solve_p2_milp"]
 

@@ -15,13 +15,14 @@ import math
 import random
 import time
 from dataclasses import dataclass
-from typing import Any, Sequence as Seq
+from typing import Any
+from typing import Sequence as Seq
 
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.milp.variables import Col, StageData, StageVariables
 from monet_ilp.instance import Instance
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Sequence
-from monet_ilp.solve import BackendResult, Status
 
 __all__ = [
     "Plan",

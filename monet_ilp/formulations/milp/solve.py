@@ -45,8 +45,8 @@ from monet_ilp.formulations.milp.variables import (
     stage_data,
 )
 from monet_ilp.instance import Instance
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
-from monet_ilp.solve import BackendResult, Status
 
 __all__ = [
     "Built",
