@@ -27,7 +27,6 @@ import math
 import time
 from typing import Any
 
-from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
 
 __all__ = ["Bound", "combinatorial_bounds", "lower_bounds"]
@@ -76,10 +75,11 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
                 out_of_home = [r.energy_pj for r in item.routes if r.src == data.input_home]
                 moves += min(out_of_home, default=0)
         static = data.static_pj(latency)
-        if instance.runtime_limit_cycles is not None and instance.runtime_limit_cycles < latency:
-            raise MonetError(f"the runtime limit {instance.runtime_limit_cycles} is below the latency bound "
-                             f"{latency}: no schedule exists", field="runtime_limit_cycles",
-                             fix=f"allow at least {latency} cycles")
+        limit = instance.runtime_limit_cycles
+        if limit is not None and limit < latency:  # no schedule: the optimum is +infinity
+            out.append(Bound("runtime_limit", "combinatorial", math.inf, every,
+                             detail=f"the runtime limit {limit} is below the latency bound {latency}: "
+                                    "no schedule exists"))
         energy = runs + moves + static
         if objective is Objective.ENERGY:
             out.append(Bound("cheapest_energy", "combinatorial", energy, every,
@@ -89,12 +89,12 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
             value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * energy / meta["energy_ref_pj"]
             out.append(Bound("latency_and_energy", "combinatorial", value, every,
                              detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
-    need = data.min_sram_bytes()
-    fits = all(any(need <= data.capacity[data.memory_of[c]] for c in op.cores) for op in data.ops)
-    # No schedule at all: the optimum is +infinity, which every bound then says.
-    out.append(Bound("memory", "combinatorial", None if fits else math.inf, every,
-                     detail=f"every op fits in an SRAM of {need} bytes; the instance "
-                            + ("passes" if fits else "does NOT pass: no schedule exists")))
+    # An op that fits none of its cores (or inputs that overflow their home): no
+    # schedule at all, so the optimum is +infinity, which the bound then says.
+    reason = data.min_capacity_proof()
+    out.append(Bound("memory", "combinatorial", math.inf if reason else None, every,
+                     detail=reason.removeprefix("infeasible: ") if reason else
+                     f"every op fits somewhere (an SRAM of {data.min_sram_bytes()} bytes on every core holds any op)"))
     seconds = time.perf_counter() - began
     return [dataclasses.replace(b, seconds=round(seconds / max(1, len(out)), 4)) for b in out]
 

@@ -23,7 +23,16 @@ from rich.table import Table
 
 from monet_ilp import progress
 from monet_ilp.errors import MonetError
-from monet_ilp.terminal import POSITIVE, SECONDS, console, err_console, human_bytes, human_count, show
+from monet_ilp.terminal import (
+    POSITIVE,
+    SECONDS,
+    console,
+    err_console,
+    exit_unless,
+    human_bytes,
+    human_count,
+    show,
+)
 
 GRANULARITY = click.Choice(["layer", "op"])
 OPTIMIZER = click.Choice(["sgd", "momentum", "adam"])
@@ -42,12 +51,6 @@ def working(message: str) -> Iterator[None]:
             yield
     else:
         yield
-
-
-def exit_unless(ok: bool) -> None:
-    """Exit with status 1 when the command's answer is negative (see the module docstring)."""
-    if not ok:
-        sys.exit(1)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -407,10 +410,12 @@ def budget_notes(inst) -> list[str]:
     data = p3_data(inst)
     reason = data.min_capacity_proof()
     if reason:
-        inputs = ", ".join("x".join(map(str, t.shape)) for t in _graph_inputs(inst.graph) if t.shape)
+        shapes = [t.shape for t in _graph_inputs(inst.graph) if t.shape]
+        inputs = ", ".join("x".join(map(str, shape)) for shape in shapes)
+        batched = any(shape[0] > 1 for shape in shapes)  # only then can a smaller batch help
         return [f"no schedule exists: {reason.removeprefix('infeasible: ')}"
                 + (f"; the graph's inputs are {inputs} (a smaller batch, e.g. -p batch=1, needs less)"
-                   if inputs else "")]
+                   if batched else "")]
     smallest = min(inst.memory(c.memory).capacity_bytes for c in inst.cores)
     if peak is not None and smallest >= peak + inst.meta.get("persistent_bytes", 0):
         return [f"every core's SRAM holds the store-all peak and every weight "
@@ -722,8 +727,10 @@ def bound_cmd(path, objective, runtime_limit, time_limit, workers, no_solver, js
         console.print(f"best lower bound: {best if best is None else format(best, ',')} ({report['best_source']})"
                       + ("" if report["incumbent"] is None else f"; best schedule found: {report['incumbent']:,}"),
                       highlight=False)
-    if json_out:
-        Path(json_out).write_text(json.dumps(report, indent=1, default=str) + "\n")
+    if json_out:  # strict JSON has no Infinity: an infinite bound is written "inf"
+        finite = json.loads(json.dumps(report, default=str),
+                            parse_constant=lambda c: {"Infinity": "inf", "-Infinity": "-inf"}.get(c, c))
+        Path(json_out).write_text(json.dumps(finite, indent=1) + "\n")
     exit_unless(best != float("inf"))
 
 

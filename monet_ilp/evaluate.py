@@ -13,13 +13,15 @@ import weakref
 from dataclasses import dataclass, field
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, pj_of
 from monet_ilp.schedule import Compute, Free, OpRun, Release, Schedule, Sequence, schedule_from_dict
 
 __all__ = [
+    "best_verified",
+    "verified",
     "MAX_VIOLATIONS_PER_KIND",
     "VIOLATION_KINDS",
     "EnergyBreakdown",
@@ -281,6 +283,35 @@ class _Index:
 
 _INDEX_CACHE: dict[int, _Index] = {}
 _start_end = attrgetter("start", "end")
+
+
+def verified(instance: Instance, schedule: Schedule | Sequence | None) -> Metrics | None:
+    """The metrics of ``schedule`` if the evaluator accepts it, else ``None`` (also for no schedule).
+
+    What a backend that stops early checks before it returns a hint or a baseline: only
+    a schedule the witness accepts may be returned as feasible.
+    """
+    if schedule is None:
+        return None
+    metrics = evaluate(instance, schedule)
+    return metrics if metrics.feasible else None
+
+
+def best_verified(instance: Instance, candidates: Iterable[tuple[str, Schedule | Sequence | None]]
+                  ) -> tuple[str, Schedule | Sequence, int | float] | None:
+    """Of named candidate schedules, the one the evaluator accepts with the best objective.
+
+    Returns ``(name, schedule, objective)``, the first in order among equals, or ``None``.
+    """
+    found = []
+    for k, (name, schedule) in enumerate(candidates):
+        metrics = verified(instance, schedule)
+        if metrics is not None:
+            found.append((metrics.objective_value, k, name, schedule))
+    if not found:
+        return None
+    value, _, name, schedule = min(found, key=lambda t: (t[0], t[1]))
+    return name, schedule, value
 
 
 def _index_of(instance: Instance) -> _Index:

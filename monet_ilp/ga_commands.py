@@ -8,15 +8,13 @@ the solvers are imported only when a command runs.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 from rich.table import Table
 
 from monet_ilp.errors import InputFormatError, MonetError
-from monet_ilp.terminal import POSITIVE, SECONDS, console, err_console, show
-
+from monet_ilp.terminal import POSITIVE, SECONDS, console, err_console, exit_unless, show
 
 
 def load_hint(path: str | Path, instance):
@@ -35,8 +33,10 @@ def load_hint(path: str | Path, instance):
     """
     from monet_ilp.ga import FORMAT_NAME as GA
     from monet_ilp.graph.ir import read_json
-    from monet_ilp.heuristics.decisions import FORMAT_NAME as DECISIONS, decisions_from_dict, decode
-    from monet_ilp.schedule import FORMAT_NAME as SCHEDULE, check_made_for, schedule_from_dict
+    from monet_ilp.heuristics.decisions import FORMAT_NAME as DECISIONS
+    from monet_ilp.heuristics.decisions import decisions_from_dict, decode
+    from monet_ilp.schedule import FORMAT_NAME as SCHEDULE
+    from monet_ilp.schedule import check_made_for, schedule_from_dict
 
     data = read_json(path)
     kind = data.get("format") if isinstance(data, dict) else None
@@ -137,5 +137,4 @@ def ga(instance_path, objectives, generations, population, seed, time_limit, wor
                   f"{result['seconds']:.2f} s: {rate:,.0f} per second; {result['cache_hits']:,} "
                   f"repeats answered from the cache; stopped by {result['stopped']}", highlight=False)
     err_console.print(f"wrote {out}")
-    if not any(p["feasible"] for p in result["points"]):
-        sys.exit(1)  # the CLI's convention: a search without a feasible point is a negative answer
+    exit_unless(any(p["feasible"] for p in result["points"]))

@@ -176,6 +176,8 @@ class Instance:
         data = self.to_dict()
         for key in ("name", "objective", "alpha", "runtime_limit_cycles", "meta", "format", "version"):
             data.pop(key)
+        for key in ("name", "meta"):  # the same graph read from a file of another name
+            data["graph"].pop(key, None)
         for memory in data["memories"]:
             memory.pop("capacity_bytes")
         text = json.dumps(data, sort_keys=True, separators=(",", ":"))

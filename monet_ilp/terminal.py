@@ -21,9 +21,27 @@ PIPE_WIDTH = 200
 console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
 err_console = Console(stderr=True, width=None if sys.stderr.isatty() else PIPE_WIDTH)
 
+class _Seconds(click.FloatRange):
+    """A positive, finite number of seconds (``nan`` slips through a plain range)."""
+
+    name = "seconds"
+
+    def convert(self, value, param, ctx):
+        seconds = super().convert(value, param, ctx)
+        if seconds != seconds:
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        return seconds
+
+
 #: Option types: a positive number of seconds, a positive count (threads, points, ...).
-SECONDS = click.FloatRange(min=0, min_open=True, max=1e9)
+SECONDS = _Seconds(min=0, min_open=True, max=1e9)
 POSITIVE = click.IntRange(min=1)
+
+
+def exit_unless(ok: bool) -> None:
+    """Exit with status 1 when a command's answer is negative (the rule in ``monet_ilp.cli``)."""
+    if not ok:
+        sys.exit(1)
 
 
 def show(table: Table, to: Console | None = None) -> None:

@@ -77,3 +77,34 @@ def test_bound_command_without_the_solver(tmp_path):
     assert out.returncode == 0, out.stderr
     data = json.loads((tmp_path / "b.json").read_text())
     assert data["objective"] == "energy" and data["best_source"] == "cheapest_energy"
+
+
+def test_the_memory_bound_checks_each_op_against_its_own_cores():
+    """An op confined to a small core that still fits it: no infeasibility claim."""
+    from monet_ilp.formulations.p3_data import p3_data
+    from monet_ilp.instance import MemorySpec
+
+    inst = small()
+    data = p3_data(inst)
+    footprint = {op.id: sum(data.items[i].bytes for i in op.reads + op.writes) for op in data.ops}
+    small_op = min((op for op in footprint if footprint[op] > 0), key=footprint.get)
+    assert footprint[small_op] < max(footprint.values())
+    tight = footprint[small_op]  # pe_1 holds this op, but not the largest one
+    memories = tuple(MemorySpec(m.id, m.kind, tight if m.id == "pe_1.sram" else m.capacity_bytes,
+                                m.read_fj_per_byte, m.write_fj_per_byte) for m in inst.memories)
+    costs = {op: ({"pe_1": row["pe_1"]} if op == small_op else row) for op, row in inst.costs.items()}
+    confined = dataclasses.replace(inst, memories=memories, costs=costs)
+    memory = next(b for b in combinatorial_bounds(confined) if b.name == "memory")
+    assert memory.value is None and "fits" in memory.detail
+    infeasible = dataclasses.replace(inst, memories=tuple(
+        dataclasses.replace(m, capacity_bytes=1) if m.kind == "sram" else m for m in inst.memories))
+    memory = next(b for b in combinatorial_bounds(infeasible) if b.name == "memory")
+    assert memory.value == float("inf")
+
+
+def test_a_runtime_limit_below_the_latency_bound_is_an_infinite_bound_not_an_error():
+    inst = small("energy")
+    latency = max(b.value for b in combinatorial_bounds(small()) if b.value is not None)
+    capped = dataclasses.replace(inst, runtime_limit_cycles=latency - 1)
+    bounds = {b.name: b for b in combinatorial_bounds(capped)}
+    assert bounds["runtime_limit"].value == float("inf")

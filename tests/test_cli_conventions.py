@@ -133,3 +133,20 @@ def test_searches_without_a_feasible_point_exit_1(tmp_path):
     assert "latency optimum: infeasible" in swept.stdout
     assert json.loads((tmp_path / "front.json").read_text())["points"] == []
     assert run("bound", p3, "--no-solver").returncode == 1
+
+
+def test_the_fingerprint_ignores_names_budgets_and_objectives_but_not_the_graph():
+    import dataclasses
+
+    graph = zoo.mlp(depth=2, batch=4)
+    inst = make_instance(graph, None, budget=0.9)
+    renamed = make_instance(dataclasses.replace(graph, name="copy_of_mlp", meta={"source": "elsewhere"}),
+                            None, budget=0.5, objective="compute", name="another name")
+    assert renamed.fingerprint == inst.fingerprint
+    other = make_instance(zoo.mlp(depth=3, batch=4), None, budget=0.9)
+    assert other.fingerprint != inst.fingerprint
+
+
+def test_min_budget_refuses_nan_seconds(instances):
+    result = run("min-budget", str(instances["roomy"]), "--time-limit", "nan")
+    assert result.returncode == 2 and "Traceback" not in result.stderr

@@ -6,7 +6,6 @@ Registered by :mod:`monet_ilp.cli`; user errors are raised as
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -16,7 +15,6 @@ from rich.table import Table
 from monet_ilp.batch.runner import Observer
 from monet_ilp.errors import MonetError
 from monet_ilp.terminal import console, err_console, show
-
 
 
 @click.group()
@@ -57,8 +55,14 @@ class _Printer(Observer):
         if skipped:
             self.note(f"resuming: {skipped} job{'s' if skipped != 1 else ''} already done, {total} to run")
         if self.live and total:
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
-                                       TimeElapsedColumn, TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
             self.bar = Progress(
                 TextColumn("[bold]batch"), BarColumn(), MofNCompleteColumn(),

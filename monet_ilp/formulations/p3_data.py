@@ -159,7 +159,7 @@ class P3Data:
             need = sum(self.items[i].bytes for i in op.reads)
             need += sum(self.items[i].bytes for i in op.writes)
             if all(need > self.capacity[self.memory_of[c]] for c in op.cores):
-                best = min(self.capacity[self.memory_of[c]] for c in op.cores)
+                best = max(self.capacity[self.memory_of[c]] for c in op.cores)
                 return (f"infeasible: op {op.id!r} reads and writes {need} bytes, more than the "
                         f"largest SRAM it may run in ({best} bytes); the SRAM budget must be at "
                         f"least {self.min_sram_bytes()} bytes")

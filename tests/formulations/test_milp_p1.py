@@ -412,7 +412,7 @@ def test_hint_and_stats():
     result = verified(instance, hint=hint, time_limit=30)
     assert result.status is Status.OPTIMAL
     stats = result.stats
-    assert stats["start"] == "hint" and stats["solver"] == "highs"
+    assert stats["start"] == "given" and stats["solver"] == "highs"
     assert stats["variables"] == sum(stats["columns"].values())
     assert stats["constraints"] > 0 and stats["lp_bound"] <= result.objective + 1e-6
 

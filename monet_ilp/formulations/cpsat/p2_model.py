@@ -18,6 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import verified
 from monet_ilp.formulations.cpsat.p2_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -658,10 +659,12 @@ def solve_p2_cpsat(
 
     def fallback(reason: str, bound: int | None) -> BackendResult:
         """The hint if the evaluator accepts it (FEASIBLE), else UNKNOWN; with ``bound``."""
-        value = _verified(instance, start, stats)
-        if value is None:
+        metrics = verified(instance, start)
+        if metrics is None:
             return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
                                  message=f"{reason}; no schedule found ({limits})")
+        value = metrics.objective_value
+        stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
         stats["solution"] = "hint"
         return BackendResult(Status.FEASIBLE, start, value,
                              None if bound is None else min(bound, value),
@@ -709,18 +712,3 @@ def solve_p2_cpsat(
                              f"optimal ({limits})", stats)
     return BackendResult(Status.FEASIBLE, schedule, value["objective"], bound,
                          f"time limit ({limits})", stats)
-
-
-def _verified(instance: Instance, schedule: Schedule | Sequence | None,
-              stats: dict[str, Any]) -> int | float | None:
-    """The objective of ``schedule`` if the evaluator accepts it (its recomputations and
-    transfers then go to ``stats``), else ``None``."""
-    if schedule is None:
-        return None
-    from monet_ilp.evaluate import evaluate
-
-    metrics = evaluate(instance, schedule)
-    if not metrics.feasible:
-        return None
-    stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
-    return metrics.objective_value

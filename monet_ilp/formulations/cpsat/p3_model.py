@@ -18,6 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import verified
 from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.p3_data import (
@@ -827,7 +828,8 @@ def _hint_or_unknown(instance: Instance, start: Schedule | None, bound, stats: d
                      reason: str) -> BackendResult:
     """No schedule of CP-SAT's own: the hint if the evaluator accepts it (FEASIBLE), else
     UNKNOWN; with the best bound known."""
-    value = _verified_hint(instance, start)
+    metrics = verified(instance, start)
+    value = None if metrics is None else metrics.objective_value
     if value is not None:  # the best schedule known is the hint: return it, with the bound
         stats["solution"] = "hint"
         return BackendResult(Status.FEASIBLE, start, value,
@@ -836,16 +838,6 @@ def _hint_or_unknown(instance: Instance, start: Schedule | None, bound, stats: d
                              message=f"{reason}; returning the hint ({stats['hint']})")
     return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
                          message=f"{reason}; no schedule found")
-
-
-def _verified_hint(instance: Instance, hint: Schedule | None) -> int | float | None:
-    """The objective of the hint if the evaluator accepts it, else ``None``."""
-    if hint is None:
-        return None
-    from monet_ilp.evaluate import evaluate
-
-    metrics = evaluate(instance, hint)
-    return metrics.objective_value if metrics.feasible else None
 
 
 def _bound(data: P3Data, bound: float) -> int | float | None:

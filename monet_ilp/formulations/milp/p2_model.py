@@ -20,6 +20,7 @@ from typing import Any
 import pulp
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import verified
 from monet_ilp.formulations.cpsat.p2_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -560,15 +561,17 @@ def solve_p2_milp(
     start_schedule = hint
     if start_schedule is None and use_baseline_hint:
         start_schedule = baseline_schedule(instance)
-    name = "hint" if hint is not None else "baseline"
+    name = "given" if hint is not None else "baseline"
 
     def fallback(reason: str, bound: int | None) -> BackendResult:
         """The start schedule if the evaluator accepts it (FEASIBLE), else UNKNOWN."""
         stats["seconds"] = round(time.perf_counter() - began, 3)
-        value = _verified(instance, start_schedule, stats)
-        if value is None:
+        metrics = verified(instance, start_schedule)
+        if metrics is None:
             return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
                                  message=f"{reason}; no schedule found ({limits})")
+        value = metrics.objective_value
+        stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
         stats["solution"] = name
         return BackendResult(Status.FEASIBLE, start_schedule, value,
                              None if bound is None else min(bound, value),
@@ -615,18 +618,3 @@ def solve_p2_milp(
                              f"optimal ({limits})", stats)
     return BackendResult(Status.FEASIBLE, schedule, value["objective"], bound,
                          f"time limit ({limits})", stats)
-
-
-def _verified(instance: Instance, schedule: Schedule | Sequence | None,
-              stats: dict[str, Any]) -> int | float | None:
-    """The objective of ``schedule`` if the evaluator accepts it (its recomputations and
-    transfers then go to ``stats``), else ``None``."""
-    if schedule is None:
-        return None
-    from monet_ilp.evaluate import evaluate
-
-    metrics = evaluate(instance, schedule)
-    if not metrics.feasible:
-        return None
-    stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
-    return metrics.objective_value

@@ -26,6 +26,7 @@ from typing import Any
 import pulp
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import best_verified
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.milp.cbc import Cbc, CbcKilled
 from monet_ilp.formulations.milp.pulp_highs import PulpHiGHS, reset_highs_threads
@@ -1526,7 +1527,7 @@ def solve_p3_milp(
     # Before the model: the schedules to fall back on if the time runs out while building
     # (the hint and the list schedules, each checked by the evaluator) and the
     # combinatorial bound, which holds for every schedule (time_limits.md).
-    candidates = [("hint", _timed(instance, hint))] if hint is not None else []
+    candidates = [("given", _timed(instance, hint))] if hint is not None else []
     if use_baseline_hint:  # also when the hint given does not fit the model
         candidates += [(s.meta.get("heuristic", "baseline"), s) for s in _baseline(instance)]
     floor = combinatorial_bound(instance)
@@ -1537,7 +1538,7 @@ def solve_p3_milp(
         """The best schedule known when the solver has none: the best verified candidate."""
         stats["milp_bound"] = max(bounds) if bounds else None
         bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
-        known = _best_verified(instance, candidates)
+        known = best_verified(instance, candidates)
         if known is None:
             return done(Status.UNKNOWN, bound=bound,
                         message=f"{reason}; no schedule known ({limits})")
@@ -1668,22 +1669,6 @@ def _timed(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
 
         return evaluate(instance, schedule).schedule
     return schedule
-
-
-def _best_verified(instance: Instance, candidates: list[tuple[str, Schedule]]
-                   ) -> tuple[str, Schedule, int | float] | None:
-    """The candidate the evaluator accepts with the best objective: (source, schedule, value)."""
-    from monet_ilp.evaluate import evaluate
-
-    found = []
-    for k, (source, schedule) in enumerate(candidates):
-        metrics = evaluate(instance, schedule)
-        if metrics.feasible:
-            found.append((metrics.objective_value, k, source, schedule))
-    if not found:
-        return None
-    value, _, source, schedule = min(found, key=lambda t: (t[0], t[1]))
-    return source, schedule, value
 
 
 def _incumbent(built: P3Milp, source: str) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import best_verified
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.milp.cbc import GRACE_S as CBC_GRACE_S
 from monet_ilp.formulations.milp.cbc import run_cbc
@@ -645,24 +646,6 @@ def baseline_sequences(instance: Instance, deadline: Deadline) -> list[tuple[str
     return found
 
 
-def best_verified(instance: Instance, candidates: Iterable[tuple[str, Any]]
-                  ) -> tuple[str, Any, int | float] | None:
-    """The candidate the evaluator accepts with the best objective: ``(name, schedule, value)``."""
-    from monet_ilp.evaluate import evaluate
-
-    found = []
-    for k, (name, schedule) in enumerate(candidates):
-        if schedule is None:
-            continue
-        metrics = evaluate(instance, schedule)
-        if metrics.feasible:
-            found.append((metrics.objective_value, k, name, schedule))
-    if not found:
-        return None
-    value, _, name, schedule = min(found, key=lambda t: (t[0], t[1]))
-    return name, schedule, value
-
-
 def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | None,
                 lp_values: list[float] | None, baselines: list[tuple[str, Sequence]], *,
                 solver: str, threads: int,
@@ -675,9 +658,9 @@ def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | No
     data, x = built.data, built.x
     candidates: list[tuple[str, Any]] = []
     if isinstance(hint, Sequence):
-        candidates.append(("hint", plan_from_sequence(data, hint)))
+        candidates.append(("given", plan_from_sequence(data, hint)))
     elif hint is not None:
-        candidates.append(("hint", None))  # a timed Schedule has no stage form
+        candidates.append(("given", None))  # a timed Schedule has no stage form
     for name, sequence in baselines:
         candidates.append((name, plan_from_sequence(data, sequence)))
     candidates.append(("belady", keep_by_priority(data, x)))
@@ -777,7 +760,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     def fallback(reason: str, bound: int | None) -> BackendResult:
         """The best baseline the evaluator accepts (FEASIBLE), else UNKNOWN; with ``bound``."""
         bound = trivial if bound is None else max(bound, trivial)
-        known = best_verified(instance, [("hint", hint)] + baselines)
+        known = best_verified(instance, [("given", hint)] + baselines)
         if known is None:
             return done(Status.UNKNOWN, bound=bound, message=f"{reason}; no schedule known")
         name, schedule, value = known
