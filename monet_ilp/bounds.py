@@ -76,7 +76,7 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
                 moves += min(out_of_home, default=0)
         static = data.static_pj(latency)
         limit = instance.runtime_limit_cycles
-        if limit is not None and limit < latency:  # no schedule: the optimum is +infinity
+        if limit is not None and limit < latency:  # B6: no schedule, the optimum is +infinity
             out.append(Bound("runtime_limit", "combinatorial", math.inf, every,
                              detail=f"the runtime limit {limit} is below the latency bound {latency}: "
                                     "no schedule exists"))
@@ -89,7 +89,7 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
             value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * energy / meta["energy_ref_pj"]
             out.append(Bound("latency_and_energy", "combinatorial", value, every,
                              detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
-    # An op that fits none of its cores (or inputs that overflow their home): no
+    # B4: an op that fits none of its cores (or inputs that overflow their home): no
     # schedule at all, so the optimum is +infinity, which the bound then says.
     reason = data.min_capacity_proof()
     out.append(Bound("memory", "combinatorial", math.inf if reason else None, every,
