@@ -48,7 +48,7 @@ class Bound:
 
 
 def combinatorial_bounds(instance: Instance, objective: Objective | None = None) -> list[Bound]:
-    """The closed-form bounds (B1-B4 of ``formulations/bounds.md``) for a P3 (or P2) instance."""
+    """The closed-form bounds (B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance."""
     from monet_ilp.formulations.p3_data import p3_data
 
     objective = objective or instance.objective
