@@ -13,10 +13,11 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from monet_ilp.evaluate import Metrics
+from monet_ilp.evaluate import Metrics, verified
+from monet_ilp.instance import Instance
 from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["GAP_TOLERANCE", "BackendResult", "Result", "Status", "gap_of"]
+__all__ = ["GAP_TOLERANCE", "BackendResult", "Result", "Status", "gap_of", "hint_or_unknown"]
 
 
 class Status(StrEnum):
@@ -97,3 +98,20 @@ def gap_of(objective: float | None, bound: float | None) -> float | None:
     if objective == 0:
         return 0.0 if bound >= 0 else None
     return max(0.0, (objective - bound) / abs(objective))
+
+
+def hint_or_unknown(instance: Instance, schedule: Schedule | Sequence | None, name: str, reason: str,
+                    bound: int | float | None, stats: dict[str, Any]) -> BackendResult:
+    """What a backend returns when its solver has no schedule of its own (out of time, ...).
+
+    ``schedule`` (a hint or baseline called ``name``) as FEASIBLE, ``source``
+    ``hint:<name>``, if the evaluator accepts it, else UNKNOWN; ``bound`` is the best
+    bound known, capped at the schedule's value.  ``reason`` starts the message.
+    """
+    metrics = verified(instance, schedule)
+    if metrics is None:
+        return BackendResult(Status.UNKNOWN, bound=bound, stats=stats, message=f"{reason}; no schedule found")
+    value = metrics.objective_value
+    stats.update(solution=name, recomputations=metrics.recomputations, transfers=metrics.transfers)
+    return BackendResult(Status.FEASIBLE, schedule, value, None if bound is None else min(bound, value),
+                         f"{reason}; returning the {name} schedule", stats, source=f"hint:{name}")

@@ -18,7 +18,6 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
-from monet_ilp.evaluate import verified
 from monet_ilp.formulations.cpsat.p2_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -34,7 +33,7 @@ from monet_ilp.formulations.cpsat.p2_data import (
 from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.instance import Instance, Objective
-from monet_ilp.results import BackendResult, Status
+from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["P2CpModel", "solve_p2_cpsat"]
@@ -658,18 +657,7 @@ def solve_p2_cpsat(
         stats["hint"] = "given"
 
     def fallback(reason: str, bound: int | None) -> BackendResult:
-        """The hint if the evaluator accepts it (FEASIBLE), else UNKNOWN; with ``bound``."""
-        metrics = verified(instance, start)
-        if metrics is None:
-            return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
-                                 message=f"{reason}; no schedule found ({limits})")
-        value = metrics.objective_value
-        stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
-        stats["solution"] = "hint"
-        return BackendResult(Status.FEASIBLE, start, value,
-                             None if bound is None else min(bound, value),
-                             f"{reason}; returning the {stats['hint']} hint ({limits})", stats,
-                             source=f"hint:{stats['hint']}")
+        return hint_or_unknown(instance, start, stats["hint"], f"{reason} ({limits})", bound, stats)
 
     try:
         built = P2CpModel(data, staged=staged, deadline=deadline)

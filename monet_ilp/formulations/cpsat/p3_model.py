@@ -18,7 +18,6 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
-from monet_ilp.evaluate import verified
 from monet_ilp.formulations.cpsat.run import configured_solver, integer_bound
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.p3_data import (
@@ -36,7 +35,7 @@ from monet_ilp.formulations.p3_data import (
     weighted_scale,
 )
 from monet_ilp.instance import Instance, Objective
-from monet_ilp.results import BackendResult, Status
+from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["P3CpModel", "solve_p3_cpsat"]
@@ -787,7 +786,7 @@ def solve_p3_cpsat(
             raise OutOfTime("building the P3 CP-SAT model", "no time left to run CP-SAT")
     except OutOfTime as stop:
         stats["stopped"] = str(stop)
-        return _hint_or_unknown(instance, start, floor, stats, f"{stop} ({limits})")
+        return hint_or_unknown(instance, start, stats["hint"], f"{stop} ({limits})", floor, stats)
     proto = built.model.proto
     stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
 
@@ -805,9 +804,9 @@ def solve_p3_cpsat(
     bound = _bound(data, solver.best_objective_bound)
     stats["solver_bound"] = bound
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return _hint_or_unknown(instance, start, _max(bound, floor), stats,
-                                f"CP-SAT found no schedule of its own in the time limit "
-                                f"({solver.status_name(code)})")
+        return hint_or_unknown(instance, start, stats["hint"],
+                               f"CP-SAT found no schedule of its own in the time limit "
+                               f"({solver.status_name(code)})", _max(bound, floor), stats)
     if floor is not None and (bound is None or floor > bound):
         bound, stats["bound_source"] = floor, "combinatorial"
     schedule, value = built.schedule(solver, {"backend": "cpsat", "model": "p3_cpsat"})
@@ -822,22 +821,6 @@ def solve_p3_cpsat(
 
 def _max(a, b):
     return b if a is None else a if b is None else max(a, b)
-
-
-def _hint_or_unknown(instance: Instance, start: Schedule | None, bound, stats: dict[str, Any],
-                     reason: str) -> BackendResult:
-    """No schedule of CP-SAT's own: the hint if the evaluator accepts it (FEASIBLE), else
-    UNKNOWN; with the best bound known."""
-    metrics = verified(instance, start)
-    value = None if metrics is None else metrics.objective_value
-    if value is not None:  # the best schedule known is the hint: return it, with the bound
-        stats["solution"] = "hint"
-        return BackendResult(Status.FEASIBLE, start, value,
-                             None if bound is None else min(bound, value),
-                             stats=stats, source=f"hint:{stats['hint']}",
-                             message=f"{reason}; returning the hint ({stats['hint']})")
-    return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
-                         message=f"{reason}; no schedule found")
 
 
 def _bound(data: P3Data, bound: float) -> int | float | None:

@@ -20,7 +20,6 @@ from typing import Any
 import pulp
 
 from monet_ilp.errors import MonetError
-from monet_ilp.evaluate import verified
 from monet_ilp.formulations.cpsat.p2_data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -37,7 +36,7 @@ from monet_ilp.formulations.deadline import Deadline, OutOfTime
 from monet_ilp.formulations.milp.cbc import Cbc, CbcKilled
 from monet_ilp.formulations.milp.pulp_highs import PulpHiGHS, reset_highs_threads
 from monet_ilp.instance import Instance, Objective
-from monet_ilp.results import BackendResult, Status
+from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["P2StageMilp", "solve_p2_milp"]
@@ -564,19 +563,8 @@ def solve_p2_milp(
     name = "given" if hint is not None else "baseline"
 
     def fallback(reason: str, bound: int | None) -> BackendResult:
-        """The start schedule if the evaluator accepts it (FEASIBLE), else UNKNOWN."""
         stats["seconds"] = round(time.perf_counter() - began, 3)
-        metrics = verified(instance, start_schedule)
-        if metrics is None:
-            return BackendResult(Status.UNKNOWN, bound=bound, stats=stats,
-                                 message=f"{reason}; no schedule found ({limits})")
-        value = metrics.objective_value
-        stats.update(recomputations=metrics.recomputations, transfers=metrics.transfers)
-        stats["solution"] = name
-        return BackendResult(Status.FEASIBLE, start_schedule, value,
-                             None if bound is None else min(bound, value),
-                             f"{reason}; returning the {name} schedule ({limits})", stats,
-                             source=f"hint:{name}")
+        return hint_or_unknown(instance, start_schedule, name, f"{reason} ({limits})", bound, stats)
 
     try:
         built = P2StageMilp(data, deadline=deadline)
