@@ -378,3 +378,16 @@ def test_completed_hints_satisfy_every_constraint(passes, fixed_order):
                 solver.parameters.num_workers = 1
                 assert solver.solve(v.model) == cp_model.OPTIMAL, (completion.source, encoding)
                 assert round(solver.objective_value) == completion.cost
+
+
+def test_an_objective_the_p1_model_does_not_minimise_is_refused():
+    """Energy on one core is P2's question: the P1 model would claim its compute cost."""
+    from monet_ilp.errors import MonetError
+    from monet_ilp.graph import zoo
+    from monet_ilp.hardware.presets import preset
+    from monet_ilp.instance import make_instance
+
+    inst = make_instance(zoo.mlp(depth=2, batch=4), preset("edge_tpu"), budget=0.95, objective="energy")
+    for backend in ("cpsat", "milp"):
+        with pytest.raises(MonetError, match="minimises the compute cost"):
+            solve(inst, backend, time_limit=5)

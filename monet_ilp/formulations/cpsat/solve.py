@@ -28,7 +28,7 @@ from monet_ilp.formulations.cpsat.hints import (
 from monet_ilp.formulations.cpsat.repair import best_repair
 from monet_ilp.formulations.cpsat.variables import P1Vars
 from monet_ilp.formulations.deadline import Deadline, OutOfTime
-from monet_ilp.instance import Instance
+from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
 
@@ -112,6 +112,12 @@ def solve_cpsat(
         bound rounded up.
     """
     # private: warm starts skip the explanation and run to a share of the caller's deadline
+    if instance.objective not in (Objective.COMPUTE, Objective.LATENCY):
+        # One core, first computations in a fixed order: latency is the compute cost (O1),
+        # but energy and the weighted sum are not what this model minimises.
+        raise MonetError(f"the P1 CP-SAT model minimises the compute cost, not {instance.objective}",
+                         field="objective",
+                         fix="use the compute or latency objective for P1, or a P2 instance for energy")
     explain_infeasible = options.pop("_explain_infeasible", True)
     deadline = options.pop("_deadline", None) or Deadline(time_limit)  # everything counts
     _no_unknown_options(options)
