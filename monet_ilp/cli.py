@@ -327,8 +327,8 @@ def instance() -> None:
 
 
 def parse_budget(text: str | None):
-    """``0.8``/``80%`` of the store-all peak, ``1.5x`` the peak, or bytes (``2MiB``); see ``instance.parse_budget``."""
-    from monet_ilp.instance import parse_budget as parse
+    """``0.8``/``80%`` of the store-all peak, ``1.5x`` the peak, or bytes (``2MiB``); see ``make.parse_budget``."""
+    from monet_ilp.make import parse_budget as parse
 
     return parse(text, field="--budget")
 
@@ -356,7 +356,7 @@ def instance_make(model, params, graph_path, hw_source, sets, problem, budget, s
                   core, offload, runtime_limit, optimizer, granularity, dtype, out):
     """Make an instance from a model (zoo or file), a hardware description and a budget."""
     from monet_ilp.hardware.schema import parse_size
-    from monet_ilp.instance import make_instance
+    from monet_ilp.make import make_instance
 
     g = _graph_from(model, params, graph_path, optimizer, granularity, dtype)
     hardware = _load_hw(hw_source, sets) if hw_source else None
@@ -405,7 +405,7 @@ def budget_notes(inst) -> list[str]:
                     f"({human_bytes(peak)}): it does not bind, and store-all is optimal; "
                     "give a fraction below 1 (e.g. --budget 0.8) to make it bind"]
         return []
-    from monet_ilp.formulations.p3_data import p3_data
+    from monet_ilp.problems.p3.data import p3_data
 
     data = p3_data(inst)
     reason = data.min_capacity_proof()
@@ -526,7 +526,8 @@ def baseline_cmd(instance_path, heuristic, out):
 def _instance_from(path: str, budget: str | None):
     """An instance file, or a graph (node-link, training graph, ONNX) made into a P1 instance."""
     from monet_ilp.graph.ir import read_json
-    from monet_ilp.instance import Instance, make_instance
+    from monet_ilp.instance import Instance
+    from monet_ilp.make import make_instance
 
     if Path(path).suffix.lower() != ".onnx":
         data = read_json(path)
@@ -626,7 +627,7 @@ def solve_cmd(path, backend, time_limit, workers, budget, milp_solver, max_compu
 @click.option("--workers", type=POSITIVE, default=2, show_default=True)
 def min_budget_cmd(path, time_limit, workers):
     """The smallest memory budget for which any schedule exists (proven by CP-SAT when it can)."""
-    from monet_ilp.formulations.cpsat import min_budget
+    from monet_ilp.problems.p1.cpsat import min_budget
 
     inst = _instance_from(path, None)
     with working("minimising the peak"):
@@ -651,7 +652,7 @@ def pareto_cmd(path, points, backend, time_limit, workers, out, plot_path):
 
     from rich.progress import Progress
 
-    from monet_ilp.pareto import pareto_front
+    from monet_ilp.analysis.pareto import pareto_front
 
     inst = _instance_from(path, None)
     target = Path(out)
@@ -698,8 +699,9 @@ def bound_cmd(path, objective, runtime_limit, time_limit, workers, no_solver, js
     import dataclasses
     import json
 
-    from monet_ilp.bounds import lower_bounds
-    from monet_ilp.instance import Objective, with_weighted_references
+    from monet_ilp.analysis.bounds import lower_bounds
+    from monet_ilp.instance import Objective
+    from monet_ilp.make import with_weighted_references
 
     inst = _instance_from(path, None)
     if objective is not None:
@@ -746,7 +748,7 @@ def grade_cmd(path, instance_path, time_limit, workers, json_out):
 
     from rich.progress import Progress
 
-    from monet_ilp.grade import grade, load_points
+    from monet_ilp.analysis.grade import grade, load_points
 
     inst = _instance_from(instance_path, None)
     points = load_points(path, inst)

@@ -7,7 +7,7 @@ budget per core where the store-all schedule does not fit.  Four schedules:
   (the reference; it breaks the SRAM capacity, which the table says);
 * **Chen sqrt(n)**: every ``⌈√n⌉``-th saved activation kept as a checkpoint, the
   others recomputed, decoded by the list scheduler (same allocation);
-* **GA**: NSGA-II over keep/offload/recompute and core genes (``monet_ilp.ga``);
+* **GA**: NSGA-II over keep/offload/recompute and core genes (``monet_ilp.ga.nsga2``);
 * **cpsat**: the P3 model (``formulations/p3_cpsat.md``), warm-started with the best
   of the above.
 
@@ -57,15 +57,15 @@ def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float 
               generations: int = 12, population: int = 32, out_dir: str | Path = "monet_demo",
               workers: int = 2) -> tuple[list[DemoRow], dict[str, Any]]:
     """Build, schedule, evaluate and bound; one row per method, and what was written where."""
-    from monet_ilp.bounds import combinatorial_bounds
+    from monet_ilp.analysis.bounds import combinatorial_bounds
     from monet_ilp.evaluate import evaluate
-    from monet_ilp.ga import run_ga
+    from monet_ilp.ga.nsga2 import run_ga
     from monet_ilp.graph import zoo
     from monet_ilp.hardware.presets import preset
     from monet_ilp.heuristics.memory_aware import memory_aware_schedule
     from monet_ilp.heuristics.store_all import store_all_schedule
     from monet_ilp.instance import Objective
-    from monet_ilp.instance import make_instance
+    from monet_ilp.make import make_instance
     from monet_ilp.plot import gantt, pareto
     from monet_ilp.schedule import schedule_from_dict
     from monet_ilp.solve import solve

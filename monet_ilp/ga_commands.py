@@ -1,4 +1,4 @@
-"""``monet-ilp ga`` and ``monet-ilp grade``: the command line of :mod:`monet_ilp.ga` and the decoder.
+"""``monet-ilp ga`` and ``monet-ilp grade``: the command line of :mod:`monet_ilp.ga.nsga2` and the decoder.
 
 Registered by :mod:`monet_ilp.cli`, which also uses :func:`load_hint` for
 ``monet-ilp solve --hint`` (a schedule, a GA result or a decisions file).  pymoo and
@@ -31,7 +31,7 @@ def load_hint(path: str | Path, instance):
         Another format, a GA result without a feasible point for this instance, or
         decisions that name something the instance does not have.
     """
-    from monet_ilp.ga import FORMAT_NAME as GA
+    from monet_ilp.ga.nsga2 import FORMAT_NAME as GA
     from monet_ilp.graph.ir import read_json
     from monet_ilp.heuristics.decisions import FORMAT_NAME as DECISIONS
     from monet_ilp.heuristics.decisions import decisions_from_dict, decode
@@ -110,7 +110,7 @@ def ga(instance_path, objectives, generations, population, seed, time_limit, wor
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from monet_ilp.ga import run_ga
+    from monet_ilp.ga.nsga2 import run_ga
 
     inst = _load_instance(instance_path)
     names = tuple(o.strip() for o in objectives.split(",") if o.strip())

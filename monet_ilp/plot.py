@@ -31,7 +31,7 @@ way.
       ]
     }
 
-and a GA result (``monet-ilp ga --out`` writes it; :func:`monet_ilp.ga.run_ga`
+and a GA result (``monet-ilp ga --out`` writes it; :func:`monet_ilp.ga.nsga2.run_ga`
 documents it): a JSON object with ``"format": "monet-ilp/ga"``, ``instance`` and
 ``points``, each point with ``latency_cycles``, ``energy_pj``, ``feasible`` and its
 schedule inline (an object, not read here).  GA points have no bounds; a feasible
@@ -531,7 +531,7 @@ def read_front(front: Mapping[str, Any] | str | Path) -> dict[str, Any]:
         Naming the file and the field, for anything not in the format.  A bad value
         is shown by its type (objects, lists) or its first characters, never whole.
     """
-    from monet_ilp.ga import FORMAT_NAME as GA_FORMAT
+    from monet_ilp.ga.nsga2 import FORMAT_NAME as GA_FORMAT
 
     source = None
     if not isinstance(front, Mapping):

@@ -21,11 +21,11 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from monet_ilp.bounds import combinatorial_bounds
-from monet_ilp.ga import run_ga
+from monet_ilp.analysis.bounds import combinatorial_bounds
+from monet_ilp.ga.nsga2 import run_ga
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
-from monet_ilp.instance import make_instance
+from monet_ilp.make import make_instance
 from monet_ilp.schedule import schedule_from_dict
 from monet_ilp.solve import solve
 

@@ -20,7 +20,7 @@ from rich.table import Table
 
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import TrainingGraph, zoo
-from monet_ilp.instance import p1_instance
+from monet_ilp.make import p1_instance
 from monet_ilp.schedule import Compute, Release, Sequence
 
 MODELS = [

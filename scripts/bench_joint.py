@@ -29,7 +29,7 @@ from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.store_all import store_all_schedule
-from monet_ilp.instance import make_instance
+from monet_ilp.make import make_instance
 from monet_ilp.solve import solve
 
 HARDWARE = {

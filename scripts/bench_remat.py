@@ -20,7 +20,7 @@ from rich.table import Table
 
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.hardware.presets import preset
-from monet_ilp.instance import make_instance, p1_instance
+from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.solve import solve
 
 ZOO = ("vgg16", "resnet18", "mobilenet_v2", "gpt2_tiny")

@@ -38,7 +38,7 @@ from rich.table import Table
 from monet_ilp.graph import zoo
 from monet_ilp.graph.random_dag import random_layered
 from monet_ilp.hardware.presets import preset
-from monet_ilp.instance import make_instance
+from monet_ilp.make import make_instance
 from monet_ilp.solve import solve
 
 #: (label, backend, options) per problem class; ``dp`` only runs on the chain.
@@ -53,10 +53,10 @@ RUNS = {
 }
 
 #: Modules the backends import lazily; imported here so that no run pays for them.
-BACKEND_MODULES = ("monet_ilp.formulations.cpsat", "monet_ilp.formulations.cpsat.p2_model",
-                   "monet_ilp.formulations.cpsat.p3_model", "monet_ilp.formulations.milp",
-                   "monet_ilp.formulations.milp.p2_model", "monet_ilp.formulations.milp.p3_model",
-                   "monet_ilp.formulations.dp", "monet_ilp.evaluate")
+BACKEND_MODULES = ("monet_ilp.problems.p1.cpsat", "monet_ilp.problems.p2.cpsat",
+                   "monet_ilp.problems.p3.cpsat", "monet_ilp.problems.p1.milp",
+                   "monet_ilp.problems.p2.milp", "monet_ilp.problems.p3.milp",
+                   "monet_ilp.problems.p1.dp", "monet_ilp.evaluate")
 
 
 def instances() -> dict[str, tuple[str, object]]:

@@ -11,7 +11,8 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import MAX_VIOLATIONS_PER_KIND, Metrics, evaluate
 from monet_ilp.graph import Op, OpKind, Tensor, TensorKind, TrainingGraph, store_all_peak, zoo
 from monet_ilp.hardware.model import OpCost
-from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem, p1_instance
+from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem
+from monet_ilp.make import p1_instance
 from monet_ilp.schedule import Compute, Free, OpRun, Release, Schedule, Sequence, Transfer
 
 SRAM, DRAM, HOST = "core0.sram", "dram", "host"

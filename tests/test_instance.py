@@ -8,9 +8,8 @@ import pytest
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph import Op, OpKind, Tensor, TensorKind, TrainingGraph, random_layered, store_all_peak
-from monet_ilp.instance import (
-    CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem, budget_bytes_of, link_spec, p1_instance, pj_of,
-)
+from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem, link_spec, pj_of
+from monet_ilp.make import budget_bytes_of, p1_instance
 from monet_ilp.hardware.model import OpCost
 
 
@@ -106,7 +105,7 @@ def _mlp():
 
 def test_make_instance_p1_p2_p3_from_presets():
     from monet_ilp.hardware.presets import preset
-    from monet_ilp.instance import make_instance
+    from monet_ilp.make import make_instance
 
     g = _mlp()
     edge = preset("edge_tpu", n_pe_x=2, n_pe_y=1)
@@ -134,7 +133,7 @@ def test_make_instance_p1_p2_p3_from_presets():
 
 def test_make_instance_errors():
     from monet_ilp.hardware.presets import preset
-    from monet_ilp.instance import make_instance
+    from monet_ilp.make import make_instance
 
     g = _mlp()
     with pytest.raises(MonetError, match="needs a hardware"):

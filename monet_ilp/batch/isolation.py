@@ -42,7 +42,7 @@ DEFAULT_BUILD_TIMEOUT = 600.0
 #: ``monet-ilp`` entry point) in every forked worker; with its imports done, that is cheap.
 PRELOAD = ("monet_ilp.batch.worker", "monet_ilp.batch.job", "monet_ilp.solve", "monet_ilp.evaluate",
            "monet_ilp.instance", "monet_ilp.graph", "monet_ilp.hardware.presets", "monet_ilp.heuristics",
-           "monet_ilp.formulations.dp", "monet_ilp.formulations.cpsat", "monet_ilp.formulations.milp",
+           "monet_ilp.problems.p1.dp", "monet_ilp.problems.p1.cpsat", "monet_ilp.problems.p1.milp",
            "monet_ilp.cli")
 _STDERR_TAIL = 2000
 _preload_lock = threading.Lock()

@@ -132,7 +132,7 @@ def build_graph(model: Mapping[str, Any], path: str | None):
             if isinstance(params.get(name), list):
                 params[name] = tuple(params[name])
         if kind == "chain":
-            from monet_ilp.formulations.dp import chain_graph
+            from monet_ilp.problems.p1.dp import chain_graph
 
             return chain_graph(**params)
         from monet_ilp.graph.random_dag import random_layered
@@ -168,7 +168,7 @@ def build_hardware(spec: Mapping[str, Any] | None, path: str | None):
 
 def build_instance(params: Mapping[str, Any], paths: Mapping[str, str] | None = None):
     """The :class:`~monet_ilp.instance.Instance` of a job's parameters."""
-    from monet_ilp.instance import make_instance
+    from monet_ilp.make import make_instance
 
     paths = paths or {}
     graph = build_graph(params["model"], paths.get("model"))

@@ -98,7 +98,7 @@ def chen_greedy_sequence(
     max_thresholds
         Cap on the thresholds tried.
     deadline
-        A :class:`~monet_ilp.formulations.deadline.Deadline` (anything with ``passed()``):
+        A :class:`~monet_ilp.engines.deadline.Deadline` (anything with ``passed()``):
         once it has passed, the search stops and returns the best candidate so far (at
         least one is always tried), so that a backend's time limit holds.
 

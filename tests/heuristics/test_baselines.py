@@ -27,9 +27,8 @@ from monet_ilp.heuristics import (
     store_all_schedule,
     store_all_sequence,
 )
-from monet_ilp.instance import (
-    CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem, p1_instance,
-)
+from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem
+from monet_ilp.make import p1_instance
 from monet_ilp.schedule import Compute, Release, Schedule, Sequence
 
 SRAM = "core0.sram"

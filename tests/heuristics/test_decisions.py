@@ -31,7 +31,7 @@ from monet_ilp.heuristics.decisions import (
 )
 from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.heuristics.store_all import store_all_schedule
-from monet_ilp.instance import make_instance
+from monet_ilp.make import make_instance
 
 TWO = dict(n_pe_x=2, n_pe_y=1)
 LAYERS = ("fc1", "fc2", "head", "loss")

@@ -1,0 +1,181 @@
+"""Grade schedules from any source (a GA, an outside tool) against certified lower bounds.
+
+For every point: the evaluator's verdict, latency and energy; a lower bound on the
+latency of any schedule; and, for latency/energy fronts, a lower bound on the energy
+of any schedule *at most as slow as the point* (an ε-constraint solve with the point's
+latency as the runtime limit, warm-started with the point itself).  The gap between a
+point and that bound is its certified distance to the true Pareto front.  Solver
+bounds hold over the model's class, sized to contain every graded schedule (runs per
+op and transfers per tensor and memory at least what the points use); combinatorial
+bounds (``monet_ilp.analysis.bounds``) hold for every schedule.
+
+Inputs: a GA result (``"format": "monet-ilp/ga"``, points with inline schedules or
+decisions), a decisions file (``"format": "monet-ilp/decisions"``, decoded by the
+list scheduler), or a schedule file.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from pathlib import Path
+from typing import Any, Callable
+
+from monet_ilp.analysis.bounds import combinatorial_bounds
+from monet_ilp.errors import InputFormatError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.schedule import Schedule, Sequence, check_made_for, schedule_from_dict
+
+__all__ = ["grade", "load_points"]
+
+
+def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedule | Sequence]]:
+    """The schedules to grade in ``path``, each with a label."""
+    from monet_ilp.graph.ir import read_json
+
+    data = read_json(path)
+    fmt = data.get("format") if isinstance(data, dict) else None
+    if fmt == "monet-ilp/ga":
+        points = data.get("points")
+        if not isinstance(points, list) or not points:
+            raise InputFormatError("a GA result with no points", file=str(path), field="points",
+                                   fix="run `monet-ilp ga` again, or grade a schedule file")
+        out = []
+        for k, p in enumerate(points):
+            if isinstance(p.get("schedule"), dict):
+                schedule = schedule_from_dict(p["schedule"], source=str(path))
+                check_made_for(schedule, instance, source=f"{path}: points[{k}]")
+                out.append((f"ga[{k}]", schedule))
+            elif isinstance(p.get("decisions"), dict):
+                out.append((f"ga[{k}]", _decode(p["decisions"], instance, str(path))))
+            else:
+                raise InputFormatError(f"GA point {k} has neither a schedule nor decisions", file=str(path),
+                                       field=f"points[{k}]", fix="keep the schedule or decisions of every point")
+        return out
+    if fmt == "monet-ilp/decisions":
+        return [("decisions", _decode(data, instance, str(path)))]
+    schedule = schedule_from_dict(data, source=str(path))
+    check_made_for(schedule, instance, source=str(path))
+    return [(Path(path).stem, schedule)]
+
+
+def _decode(decisions: dict, instance: Instance, source: str) -> Schedule:
+    from monet_ilp.heuristics.decisions import decisions_from_dict, decode
+
+    data = dict(decisions)
+    data.setdefault("format", "monet-ilp/decisions")
+    return decode(instance, decisions_from_dict(data, source=source, instance=instance))
+
+
+def _class_limits(schedules: list[Schedule]) -> tuple[int, int]:
+    """Runs per op and transfers per (tensor, memory) that a model class must allow."""
+    runs, moves = 2, 1
+    for s in schedules:
+        if s.ops:
+            runs = max(runs, max(Counter(r.op for r in s.ops).values()))
+        if s.transfers:
+            moves = max(moves, max(Counter((t.tensor, t.dst) for t in s.transfers).values()))
+    return runs, moves
+
+
+def grade(
+    instance: Instance,
+    points: list[tuple[str, Schedule | Sequence]],
+    *,
+    time_limit: float | None = 30.0,
+    workers: int | None = None,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> dict[str, Any]:
+    """Grade ``points`` on ``instance``: values, certified bounds and gaps (module docstring).
+
+    For a P1 instance (or any single-objective use) each point is graded on the
+    instance's objective.  For P2/P3 each point gets a latency bound (one for all)
+    and an energy bound at its latency.
+    """
+    from monet_ilp.solve import solve
+
+    rows: list[dict[str, Any]] = []
+    timed = []
+    for label, sched in points:
+        metrics = evaluate(instance, sched)
+        timed.append(metrics.schedule if isinstance(sched, Sequence) else sched)
+        rows.append({"label": label, "feasible": metrics.feasible,
+                     "violations": dict(metrics.violation_counts),
+                     "latency_cycles": metrics.latency_cycles, "energy_pj": metrics.energy.total_pj,
+                     "objective": metrics.objective_value})
+    total = len(rows) + 1
+    done = 0
+
+    def tick(msg: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total, msg)
+
+    if instance.problem is Problem.P1:
+        result = solve(instance, "cpsat", time_limit=time_limit, workers=workers,
+                       hint=_best(points, rows, "objective"))
+        bound = result.bound
+        for row in rows:
+            row["bound"] = bound
+            row["gap"] = _gap(row["objective"], bound) if row["feasible"] else None
+        tick("bound")
+        return {"instance": instance.name, "objective": str(instance.objective), "points": rows,
+                "bound_source": "cpsat", "incumbent": result.objective}
+
+    limits = _class_limits(timed)
+    options = {"max_computes": limits[0], "max_transfers": limits[1]} if instance.problem is Problem.P3 else {}
+    fast_inst = dataclasses.replace(instance, objective=Objective.LATENCY, runtime_limit_cycles=None)
+    latency_bounds = combinatorial_bounds(fast_inst, Objective.LATENCY)
+    fast = solve(fast_inst, "cpsat", time_limit=time_limit, workers=workers,
+                 hint=_best(points, rows, "latency_cycles"), **options)
+    candidates = [b.value for b in latency_bounds if b.value is not None] + (
+        [fast.bound] if fast.bound is not None else [])
+    latency_lb = max(candidates)
+    source = "cpsat" if fast.bound is not None and fast.bound >= latency_lb else \
+        max((b for b in latency_bounds if b.value is not None), key=lambda b: b.value).name
+    tick("latency bound")
+    improved = 0
+    for (label, sched), row in zip(points, rows):
+        row["latency_bound_cycles"] = latency_lb
+        row["latency_gap"] = _gap(row["latency_cycles"], latency_lb) if row["feasible"] else None
+        if not row["feasible"]:
+            row.update(energy_bound_pj=None, energy_gap=None, energy_bound_source=None)
+            tick(f"{label}: infeasible")
+            continue
+        capped = dataclasses.replace(instance, objective=Objective.ENERGY,
+                                     runtime_limit_cycles=row["latency_cycles"])
+        energy_bounds = combinatorial_bounds(capped, Objective.ENERGY)
+        result = solve(capped, "cpsat", time_limit=time_limit, workers=workers, hint=sched, **options)
+        best = max([b.value for b in energy_bounds if b.value is not None]
+                   + ([result.bound] if result.bound is not None else []))
+        row["energy_bound_pj"] = best
+        row["energy_bound_source"] = "cpsat" if result.bound is not None and result.bound >= best else \
+            "cheapest_energy"
+        row["energy_gap"] = _gap(row["energy_pj"], best)
+        row["solver_energy_pj"] = result.objective if result.metrics is not None and result.metrics.feasible \
+            else None
+        row["solver_improves"] = (row["solver_energy_pj"] is not None
+                                  and row["solver_energy_pj"] < row["energy_pj"])
+        improved += bool(row["solver_improves"])
+        tick(f"{label}: energy bound")
+    return {"instance": instance.name, "objective": "latency,energy", "points": rows,
+            "latency_bound_source": source, "latency_incumbent": fast.objective,
+            "class": {"max_computes": limits[0], "max_transfers": limits[1]},
+            "solver_improves": improved}
+
+
+def _best(points, rows, key):
+    feasible = [(row[key], k) for k, row in enumerate(rows) if row["feasible"]]
+    if not feasible:
+        return None
+    return points[min(feasible)[1]][1]
+
+
+def _gap(value, bound) -> float | None:
+    if value is None or bound is None:
+        return None
+    if value == 0:
+        return 0.0
+    return max(0.0, (value - bound) / abs(value))

@@ -1,0 +1,1698 @@
+"""P3 as a disjunctive MILP (PuLP, solved by HiGHS or CBC), for small instances.
+
+The MILP backend of P3 (``formulations/p3_problem.md``, the class K3); the mathematics,
+with the labels cited below (X, W, M, O), is ``formulations/p3_milp.md``.  Runs are
+optional (op, run number, core, variant) choices with integer starts; every copy of an
+item in a memory has a free time; reads and transfers choose the copy they use; cores
+and links are disjunctive resources (big-M, from time windows), and each memory's
+capacity is checked at every copy's allocation with pairwise order binaries.  Each
+better schedule found shortens the horizon, and the model is rebuilt with the tighter
+big-Ms that follow (S1).  The data step and the schedule assembly are shared with the
+CP-SAT model (:mod:`monet_ilp.problems.p3.data`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from graphlib import TopologicalSorter
+from pathlib import Path
+from typing import Any
+
+import pulp
+
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import best_verified
+from monet_ilp.engines.deadline import Deadline, OutOfTime
+from monet_ilp.engines.cbc import Cbc, CbcKilled
+from monet_ilp.engines.highs import PulpHiGHS, reset_highs_threads
+from monet_ilp.problems.p3.data import (
+    DEFAULT_MAX_COMPUTES,
+    DEFAULT_MAX_TRANSFERS,
+    P3Data,
+    RunValue,
+    TransferValue,
+    assemble_p3_schedule,
+    baseline_schedules,
+    combinatorial_bound,
+    p3_data,
+    weighted_coefficients,
+    weighted_scale,
+)
+from monet_ilp.instance import Instance, Objective
+from monet_ilp.results import BackendResult, Status
+from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
+
+__all__ = ["P3Milp", "solve_p3_milp"]
+
+SOLVERS = ("highs", "cbc")
+#: HiGHS's integrality and feasibility tolerances: times are read back rounded, and a
+#: big-M row with a binary off by ``tol`` moves a time by ``tol * horizon`` cycles.
+_TOLERANCE = 1e-7
+_OPTIONS = ("milp_solver", "max_computes", "max_transfers", "colocate", "allow_recompute",
+            "allow_offload", "allow_pin", "export", "msg", "log", "use_baseline_hint",
+            "recompute_after_first", "fixed_order")
+
+
+# ====================================================================== model parts
+@dataclass(eq=False)  # compared by identity: fields hold solver columns
+class _Run:
+    """X1, X2: run ``number`` of op ``op``; ``z[(core, pinned)]`` chooses core and variant."""
+
+    index: int
+    op: int
+    number: int
+    start: Any
+    z: dict[tuple[str, bool], Any]
+    cycles: dict[tuple[str, bool], int]
+    energy: dict[tuple[str, bool], int]
+    memory_of: dict[str, str]
+    est: int = 0  # W1: earliest start when present
+    lst: int = 0  # latest start
+
+    @property
+    def mandatory(self) -> bool:
+        return self.number == 0
+
+    @property
+    def cores(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(c for c, _ in self.z))
+
+    @property
+    def memories(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(self.memory_of[c] for c in self.cores))
+
+    @property
+    def present(self):
+        return pulp.lpSum(self.z.values())
+
+    @property
+    def duration(self):
+        return pulp.lpSum(self.cycles[key] * z for key, z in self.z.items())
+
+    @property
+    def end(self):
+        return self.start + self.duration
+
+    def on(self, core: str):
+        return pulp.lpSum(z for (c, _), z in self.z.items() if c == core)
+
+    def in_memory(self, memory: str):
+        return pulp.lpSum(z for (c, _), z in self.z.items() if self.memory_of[c] == memory)
+
+    @property
+    def dmin(self) -> int:
+        return min(self.cycles.values())
+
+    @property
+    def lft(self) -> int:  # latest finish
+        return self.lst + max(self.cycles.values())
+
+    @property
+    def low(self) -> int:  # the least start, present or not (an absent run starts at 0)
+        return self.est if self.mandatory else 0
+
+
+@dataclass(eq=False)  # compared by identity: fields hold solver columns
+class _Transfer:
+    """X4: transfer ``number`` of item ``item`` into ``dst``; ``w[r]`` chooses route ``r``."""
+
+    index: int
+    item: int
+    dst: str
+    number: int
+    start: Any
+    w: dict[int, Any]
+    routes: dict[int, Any]  # route index -> P3Route
+    est: int = 0
+    lst: int = 0
+
+    mandatory = False
+
+    @property
+    def present(self):
+        return pulp.lpSum(self.w.values())
+
+    @property
+    def duration(self):
+        return pulp.lpSum(self.routes[r].cycles * w for r, w in self.w.items())
+
+    @property
+    def end(self):
+        return self.start + self.duration
+
+    @property
+    def links(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(route.link for route in self.routes.values()))
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(route.src for route in self.routes.values()))
+
+    def on_link(self, link: str):
+        return pulp.lpSum(w for r, w in self.w.items() if self.routes[r].link == link)
+
+    def from_memory(self, memory: str):
+        return pulp.lpSum(w for r, w in self.w.items() if self.routes[r].src == memory)
+
+    @property
+    def dmin(self) -> int:
+        return min(route.cycles for route in self.routes.values())
+
+    @property
+    def lft(self) -> int:
+        return self.lst + max(route.cycles for route in self.routes.values())
+
+    @property
+    def low(self) -> int:
+        return 0
+
+
+@dataclass(eq=False)  # compared by identity: fields hold solver columns
+class _Copy:
+    """X5: a copy of an item (graph input, run copy or transfer copy) and its free time."""
+
+    index: int
+    item: int
+    kind: str  # "input" | "run" | "transfer"
+    memories: tuple[str, ...]
+    free: Any
+    run: _Run | None = None
+    transfer: _Transfer | None = None
+    home: str | None = None  # the input's memory
+
+    @property
+    def owner(self):
+        return self.run if self.kind == "run" else self.transfer
+
+    def present_in(self, memory: str):
+        if self.kind == "input":
+            return 1 if memory == self.home else 0
+        if self.kind == "run":
+            return self.run.in_memory(memory)
+        return self.transfer.present if memory == self.transfer.dst else 0
+
+    @property
+    def present(self):
+        return 1 if self.kind == "input" else self.owner.present
+
+    @property
+    def alloc(self):
+        return 0 if self.kind == "input" else self.owner.start
+
+    @property
+    def ready(self):
+        return 0 if self.kind == "input" else self.owner.end
+
+    @property
+    def fixed_memory(self) -> bool:
+        return len(self.memories) == 1
+
+    @property
+    def alloc_low(self) -> int:  # the least alloc, present or not
+        return 0 if self.kind == "input" else self.owner.low
+
+    @property
+    def alloc_high(self) -> int:
+        return 0 if self.kind == "input" else self.owner.lst
+
+    @property
+    def ready_high(self) -> int:
+        return 0 if self.kind == "input" else self.owner.lft
+
+
+@dataclass
+class _Solution:
+    """The solver's values, rounded: what runs where, what moves, who reads what."""
+
+    runs: dict[int, tuple[str, bool, int]] = field(default_factory=dict)  # core, pinned, start
+    transfers: dict[int, tuple[int, int]] = field(default_factory=dict)  # transfer -> route, start
+    frees: dict[int, int] = field(default_factory=dict)  # copy -> free time
+    reads: dict[tuple[int, int], int] = field(default_factory=dict)  # (run, item) -> copy
+    sources: dict[int, int] = field(default_factory=dict)  # transfer -> copy
+    pins: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _value(x) -> float:
+    v = pulp.value(x)
+    return 0.0 if v is None else float(v)
+
+
+def _on(x) -> bool:
+    return _value(x) > 0.5
+
+
+# ====================================================================== the model
+class P3Milp:
+    """The disjunctive MILP of ``formulations/p3_milp.md`` for one :class:`P3Data`.
+
+    ``horizon`` replaces ``data.horizon()`` as the bound on every time (W1): a model
+    with horizon ``H`` holds every schedule of K3 whose makespan is at most ``H``.
+    ``recompute_after_first`` starts a recomputation only once the previous run has
+    ended (M1c'), the reading of K1 the CP-SAT model takes (its C2); by default runs are
+    only ordered by start, as the evaluator numbers them.
+    """
+
+    def __init__(self, data: P3Data, *, horizon: int | None = None, symmetry: bool = True,
+                 recompute_after_first: bool = True, deadline: Deadline | None = None):
+        began = time.perf_counter()
+        self.data = data
+        self.deadline = deadline
+        self._phase, self._pos = "variables", (0, 0)
+        self.recompute_after_first = recompute_after_first
+        self.H = data.horizon() if horizon is None else max(1, min(int(horizon), data.horizon()))
+        self.problem = pulp.LpProblem("p3_milp", pulp.LpMinimize)
+        self.runs: list[_Run] = []
+        self.runs_of: list[list[_Run]] = []
+        self.transfers: list[_Transfer] = []
+        self.copies: list[_Copy] = []
+        self.copies_of: dict[int, list[_Copy]] = {}
+        self.run_copies: dict[int, list[_Copy]] = {}
+        self.transfer_copy: dict[int, _Copy] = {}
+        self.pin: dict[tuple[int, str], Any] = {}
+        self.reads: dict[tuple[int, int], dict[tuple[int, str], Any]] = {}
+        self.sources: dict[int, dict[tuple[int, str], Any]] = {}
+        self.binding: tuple[str, ...] = ()
+        self.core_order: dict[tuple[int, int], Any] = {}  # (run a, run b) -> "a before b"
+        self.lambdas: list[tuple[Any, Any]] = []  # (lam, expr): lam >= expr (M11f)
+        self.symmetries: list[_Symmetry] = []
+        self.static = None
+        self.contradiction = ""
+        self.makespan = self.problem.add_variable("makespan", 0, self.H, pulp.LpInteger)
+        self._hazards: dict[int, set[int]] = {v.index: set() for v in data.ops}
+        for o in data.ops:
+            for u in self._hazard_readers(o):
+                self._hazards[u].add(o.index)
+        steps = [("run columns (X1, X2)", self._run_variables),
+                 ("pin columns (X3)", self._pin_variables),
+                 ("transfer columns (X4)", self._transfer_variables),
+                 ("copy columns (X5)", self._copy_variables), ("windows (W1)", self._windows),
+                 ("run rows (M1)", self._run_constraints), ("pin rows (M2)", self._pin_constraints),
+                 ("copy rows (M3)", self._copy_constraints),
+                 ("transfer rows (M4)", self._transfer_constraints),
+                 ("one-copy rows (M5)", self._one_copy_constraints),
+                 ("read rows (M6)", self._read_constraints),
+                 ("source rows (M7)", self._source_constraints),
+                 ("dependency rows (M8)", self._persistent_dependencies),
+                 ("core rows (M9), runs", self._core_constraints),
+                 ("link rows (M10), transfers", self._link_constraints),
+                 ("memory rows (M11), copies", self._memory_constraints),
+                 ("makespan rows (M12)", self._makespan_constraints),
+                 ("colocation rows (M14)", self._colocate_constraints)]
+        if symmetry:
+            steps.append(("symmetry rows (M15)", self._symmetry_constraints))
+        steps.append(("objective", self._objective))
+        for phase, step in steps:
+            self._phase, self._pos = phase, (0, 0)
+            self._check()
+            step()
+        self.build_seconds = time.perf_counter() - began
+
+    # ------------------------------------------------------------- helpers
+    def _check(self) -> None:
+        """Stop building (:class:`OutOfTime`) once the deadline has passed; report progress.
+
+        Called for every column, row and pair considered: the pair loops (M5, M9-M11)
+        are quadratic, and a large model takes minutes (time_limits.md).
+        """
+        if self.deadline is not None:
+            self.deadline.check("building the P3 MILP", self._progress)
+
+    def _progress(self) -> str:
+        done, total = self._pos
+        where = f"{self._phase} {done:,} of {total:,}" if total else self._phase
+        return (f"{where}; {self.problem.numConstraints():,} rows, "
+                f"{self.problem.numVariables():,} columns")
+
+    def _binary(self, name: str):
+        self._check()
+        return self.problem.add_variable(name, cat=pulp.LpBinary)
+
+    def _add(self, constraint, name: str) -> None:
+        self._check()
+        if isinstance(constraint, bool):  # every term is constant
+            if not constraint:
+                self.contradiction = self.contradiction or f"row {name} cannot hold"
+            return
+        self.problem.addConstraint(constraint, name)
+
+    def _hazard_readers(self, op) -> list[int]:
+        """K6: the ops other than ``op`` that read a persistent tensor ``op`` updates."""
+        if not op.updates:
+            return []
+        return [u.index for u in self.data.ops
+                if u.index != op.index and set(u.persistent_reads) & set(op.updates)]
+
+    # ----------------------------------------------------------- variables
+    def _run_variables(self) -> None:
+        """X1 z (core and variant of each run), X2 its start."""
+        data, H = self.data, self.H
+        for op in data.ops:
+            runs = []
+            for k in range(op.max_runs):
+                z, cycles, energy = {}, {}, {}
+                for c in op.cores:
+                    for pinned in [False] + ([True] if c in op.pinned_cycles else []):
+                        z[(c, pinned)] = self._binary(
+                            f"z_{op.index}_{k}_{data.cores.index(c)}_{int(pinned)}")
+                        cycles[(c, pinned)] = op.pinned_cycles[c] if pinned else op.cycles[c]
+                        energy[(c, pinned)] = op.pinned_energy_pj[c] if pinned else op.energy_pj[c]
+                start = self.problem.add_variable(f"s_{op.index}_{k}", 0, H, pulp.LpInteger)
+                run = _Run(len(self.runs), op.index, k, start, z, cycles, energy,
+                           dict(data.memory_of))
+                self.runs.append(run)
+                runs.append(run)
+            self.runs_of.append(runs)
+
+    def _pin_variables(self) -> None:
+        """X3: pin[p, m], persistent tensor p pinned in SRAM m for the whole iteration."""
+        for p in self.data.persistent:
+            for m in p.pin_memories:
+                mi = self.data.memories.index(m)
+                self.pin[(p.index, m)] = self._binary(f"pin_{p.index}_{mi}")
+
+    def _transfer_variables(self) -> None:
+        """X4: up to T transfers of each item into each memory, each on one route.
+
+        An item nobody reads is never moved (such a move serves nothing).
+        """
+        data, H = self.data, self.H
+        for item in data.items:
+            if not item.readers:
+                continue
+            for m in data.memories:
+                routes = {r: route for r, route in enumerate(item.routes)
+                          if route.dst == m and route.cycles > 0}
+                if not routes:
+                    continue
+                mi = data.memories.index(m)
+                for t in range(data.max_transfers):
+                    w = {r: self._binary(f"w_{item.index}_{mi}_{t}_{r}") for r in routes}
+                    start = self.problem.add_variable(f"x_{item.index}_{mi}_{t}", 0, H,
+                                                      pulp.LpInteger)
+                    self.transfers.append(_Transfer(len(self.transfers), item.index, m, t, start, w,
+                                                    routes))
+
+    def _copy_variables(self) -> None:
+        """X5: the copies of each item (input, one per run of its producer, one per transfer)."""
+        data, H = self.data, self.H
+        for item in data.items:
+            copies = []
+
+            def add(kind: str, memories, **kw) -> _Copy:
+                q = len(self.copies)
+                free = self.problem.add_variable(f"f_{q}", 0, H, pulp.LpInteger)
+                copy = _Copy(q, item.index, kind, tuple(memories), free, **kw)
+                self.copies.append(copy)
+                copies.append(copy)
+                return copy
+
+            if item.producer is None:
+                add("input", (data.input_home,), home=data.input_home)
+            else:
+                for run in self.runs_of[item.producer]:
+                    copy = add("run", run.memories, run=run)
+                    self.run_copies.setdefault(run.index, []).append(copy)
+            for x in self.transfers:
+                if x.item == item.index:
+                    self.transfer_copy[x.index] = add("transfer", (x.dst,), transfer=x)
+            self.copies_of[item.index] = copies
+
+    def _windows(self) -> None:
+        """W1: earliest and latest starts of runs and transfers, and the strict orders they imply.
+
+        First runs: ``head`` (a reader starts at least ``dmin`` after its producer's
+        first run, M12c; gradients, M8a; in-place updates, M8b; graph inputs arrive
+        at the earliest over the quickest route) and the longest ``dmin`` path to the
+        end.  A recomputation or a transfer serves a later run of a reader (else it is
+        dropped, which loses nothing), so it ends ``min dmin`` of its item's readers
+        before ``H``.
+        """
+        data, H = self.data, self.H
+        self.dmin = [min(list(op.cycles.values()) + list(op.pinned_cycles.values()))
+                     for op in data.ops]
+        edges: dict[int, set[int]] = {op.index: set() for op in data.ops}
+        release = [0] * data.n
+        for op in data.ops:
+            for i in op.reads:
+                p = data.items[i].producer
+                if p is None:
+                    arrival = data.input_arrival_cycles(i, op.index)
+                    release[op.index] = max(release[op.index], arrival)
+                else:
+                    edges[p].add(op.index)
+            for p in op.after:
+                edges[p].add(op.index)
+            for u in self._hazard_readers(op):
+                edges[u].add(op.index)
+        order = list(TopologicalSorter({v: [u for u in edges if v in edges[u]]
+                                        for v in edges}).static_order())
+        head = list(release)
+        for v in order:
+            for w in edges[v]:
+                head[w] = max(head[w], head[v] + self.dmin[v])
+        to_end = [0] * data.n  # longest dmin path from v's first start to the makespan
+        for v in reversed(order):
+            to_end[v] = self.dmin[v] + max((to_end[w] for w in edges[v]), default=0)
+        self.head = head
+        # Strict orders of first runs: a path of at least one cycle (W2).
+        self.strict: set[tuple[int, int]] = set()
+        for a in data.ops:
+            self._check()
+            longest = {a.index: 0}
+            for v in order:
+                if v in longest:
+                    for w in edges[v]:
+                        longest[w] = max(longest.get(w, -1), longest[v] + self.dmin[v])
+            self.strict.update((a.index, b) for b, d in longest.items() if b != a.index and d >= 1)
+        reader_min = {item.index: min((self.dmin[u] for u in item.readers), default=0)
+                      for item in data.items}
+        for runs in self.runs_of:
+            for run in runs:
+                v = run.op
+                if run.mandatory:
+                    run.est, run.lst = head[v], H - to_end[v]
+                else:
+                    serve = min((reader_min[i] for i in data.ops[v].writes
+                                 if data.items[i].readers), default=0)
+                    run.est, run.lst = head[v], H - run.dmin - serve
+        for x in self.transfers:
+            p = data.items[x.item].producer
+            x.est = 0 if p is None else head[p] + self.dmin[p]
+            x.lst = H - x.dmin - reader_min[x.item]
+        self.impossible = []  # optional parts whose window is empty: never present
+        for thing in self.runs + self.transfers:
+            if thing.lst < thing.est:
+                if thing.mandatory:
+                    self.contradiction = (f"op {data.ops[thing.op].id!r} cannot run within the "
+                                          f"horizon of {H} cycles")
+                else:
+                    self.impossible.append(thing)
+                thing.lst = thing.est
+
+    # --------------------------------------------------------- constraints
+    def _run_constraints(self) -> None:
+        """M1: a first computation per op; recomputations optional, numbered by start; W1."""
+        for runs in self.runs_of:
+            first = runs[0]
+            self._add(first.present == 1, f"M1a_{first.op}")
+            first.start.lowBound, first.start.upBound = first.est, first.lst
+            for prev, run in zip(runs, runs[1:]):
+                self._add(run.present <= prev.present, f"M1b_{run.op}_{run.number}")
+                if self.recompute_after_first:  # M1c'
+                    self._add(run.start >= prev.end - prev.lft * (1 - run.present),
+                              f"M1c_{run.op}_{run.number}")
+                else:
+                    self._add(run.start >= prev.start - prev.lst * (1 - run.present),
+                              f"M1c_{run.op}_{run.number}")
+                    # M1g: runs that start together are numbered by end, as the evaluator does
+                    big = prev.lft
+                    self._add(prev.end <= run.end + big * (run.start - prev.start)
+                              + (big + big * prev.lst) * (1 - run.present),
+                              f"M1g_{run.op}_{run.number}")
+            for run in runs[1:]:
+                if run in self.impossible:
+                    self._add(run.present == 0, f"M1f_{run.op}_{run.number}")
+                self._add(run.start <= run.lst * run.present, f"M1d_{run.op}_{run.number}")
+                if run.est:
+                    self._add(run.start >= run.est * run.present, f"M1e_{run.op}_{run.number}")
+
+    def _pin_constraints(self) -> None:
+        """M2: one SRAM per pin; the variant a run uses is the one its pins imply (E2 duration)."""
+        data = self.data
+        for p in data.persistent:
+            pins = [self.pin[(p.index, m)] for m in p.pin_memories]
+            if len(pins) > 1:
+                self._add(pulp.lpSum(pins) <= 1, f"M2a_{p.index}")
+        for run in self.runs:
+            op = data.ops[run.op]
+            if not op.persistent_reads or data.persistent_home is None:
+                continue
+            reads = op.persistent_reads
+            for c in run.cores:
+                m, ci = data.memory_of[c], data.cores.index(c)
+                here = [self.pin[(p, m)] for p in reads if (p, m) in self.pin]
+                if (c, True) in run.z:
+                    for p in reads:  # M2b: the pinned cost needs every input pinned here
+                        self._add(run.z[(c, True)] <= self.pin[(p, m)], f"M2b_{run.index}_{ci}_{p}")
+                if len(here) == len(reads):  # M2c: the plain cost only if some input is not
+                    self._add(run.z[(c, False)] + pulp.lpSum(here) <= len(reads),
+                              f"M2c_{run.index}_{ci}")
+            for m in run.memories:  # M2d: a persistent input pinned elsewhere cannot be read
+                for p in reads:
+                    elsewhere = [self.pin[(p, m2)] for m2 in data.persistent[p].pin_memories
+                                 if m2 != m]
+                    if elsewhere:
+                        self._add(run.in_memory(m) + pulp.lpSum(elsewhere) <= 1,
+                                  f"M2d_{run.index}_{data.memories.index(m)}_{p}")
+
+    def _copy_constraints(self) -> None:
+        """M3: a copy is freed once ready (at least a cycle after it appears), by the makespan."""
+        for q in self.copies:
+            self._add(q.free >= q.ready, f"M3a_{q.index}")
+            self._add(q.free <= self.makespan, f"M3b_{q.index}")
+            if q.kind != "input":
+                self._add(q.free >= q.alloc + q.present, f"M3c_{q.index}")
+                self._add(q.free <= self.H * q.present, f"M3d_{q.index}")
+
+    def _transfer_constraints(self) -> None:
+        """M4: one route per transfer; an item's transfers into a memory numbered by start (L1)."""
+        previous: dict[tuple[int, str], _Transfer] = {}
+        for x in self.transfers:
+            if len(x.w) > 1:
+                self._add(x.present <= 1, f"M4a_{x.index}")
+            if x in self.impossible:
+                self._add(x.present == 0, f"M4f_{x.index}")
+            self._add(x.start <= x.lst * x.present, f"M4b_{x.index}")
+            if x.est:
+                self._add(x.start >= x.est * x.present, f"M4e_{x.index}")
+            prev = previous.get((x.item, x.dst))
+            if prev is not None:
+                self._add(x.present <= prev.present, f"M4c_{x.index}")
+                self._add(x.start >= prev.start - prev.lst * (1 - x.present), f"M4d_{x.index}")
+            previous[(x.item, x.dst)] = x
+
+    def _one_copy_constraints(self) -> None:
+        """M5 (L2): the copies of an item in one memory do not overlap ([alloc, free) intervals)."""
+        H = self.H
+        for done, copies in enumerate(self.copies_of.values()):
+            self._pos = (done, len(self.copies_of))
+            for a_pos, a in enumerate(copies):
+                for b in copies[a_pos + 1:]:
+                    for m in [m for m in a.memories if m in b.memories]:
+                        name = f"{a.index}_{b.index}_{self.data.memories.index(m)}"
+                        big_a = H - b.alloc_low  # a.free - b.alloc <= big_a
+                        big_b = H - a.alloc_low
+                        if a.kind == "run" and b.kind == "run":
+                            # M5a: runs are numbered by start, so a's copy goes first
+                            both = 2 - a.present_in(m) - b.present_in(m)
+                            self._add(a.free <= b.alloc + big_a * both, f"M5a_{name}")
+                        elif a.kind == "transfer" and b.kind == "transfer":
+                            self._add(a.free <= b.alloc + big_a * (1 - b.present), f"M5b_{name}")
+                        else:  # M5c: a run copy and a transfer copy, in either order
+                            o = self._binary(f"oq_{name}")
+                            self._add(a.free <= b.alloc + big_a * (1 - o)
+                                      + big_a * (1 - a.present_in(m)), f"M5c_{name}")
+                            self._add(b.free <= a.alloc + big_b * o + big_b * (1 - b.present_in(m)),
+                                      f"M5d_{name}")
+
+    def _read_constraints(self) -> None:
+        """M6 (K3): a run reads each input item from a copy in its core's memory, ready and kept."""
+        data = self.data
+        for run in self.runs:
+            op = data.ops[run.op]
+            for i in op.reads:
+                choice = {}
+                for m in run.memories:
+                    candidates = [q for q in self.copies_of[i] if m in q.memories]
+                    mi = data.memories.index(m)
+                    for q in candidates:
+                        y = self._binary(f"rd_{run.index}_{i}_{q.index}_{mi}")
+                        choice[(q.index, m)] = y
+                        name = f"{run.index}_{q.index}_{mi}"
+                        self._add(y <= q.present_in(m), f"M6b_{name}")
+                        self._add(q.ready <= run.start + max(0, q.ready_high - run.low) * (1 - y),
+                                  f"M6c_{name}")
+                        self._add(q.free >= run.end - run.lft * (1 - y), f"M6d_{name}")
+                    chosen = pulp.lpSum(choice[(q.index, m)] for q in candidates)
+                    self._add(chosen == run.in_memory(m), f"M6a_{run.index}_{i}_{mi}")
+                self.reads[(run.index, i)] = choice
+
+    def _source_constraints(self) -> None:
+        """M7 (K2): a transfer reads a copy in its route's source memory, ready and kept."""
+        data = self.data
+        for x in self.transfers:
+            choice = {}
+            for src in x.sources:
+                candidates = [q for q in self.copies_of[x.item] if src in q.memories]
+                si = data.memories.index(src)
+                for q in candidates:
+                    y = self._binary(f"src_{x.index}_{q.index}_{si}")
+                    choice[(q.index, src)] = y
+                    name = f"{x.index}_{q.index}_{si}"
+                    self._add(y <= q.present_in(src), f"M7b_{name}")
+                    self._add(q.ready <= x.start + q.ready_high * (1 - y), f"M7c_{name}")
+                    self._add(q.free >= x.end - x.lft * (1 - y), f"M7d_{name}")
+                chosen = pulp.lpSum(choice[(q.index, src)] for q in candidates)
+                self._add(chosen == x.from_memory(src), f"M7a_{x.index}_{si}")
+            self.sources[x.index] = choice
+
+    def _persistent_dependencies(self) -> None:
+        """M8: gradients read after their producer's first run; in-place updates last (K6)."""
+        for op in self.data.ops:
+            first = self.runs_of[op.index][0]
+            for p in op.after:
+                self._add(first.start >= self.runs_of[p][0].end, f"M8a_{op.index}_{p}")
+            for u in self._hazard_readers(op):
+                for run in self.runs_of[u]:  # an absent run ends at 0 (M1d)
+                    self._add(first.start >= run.end, f"M8b_{op.index}_{run.index}")
+
+    def _fixed_order(self, a, b) -> bool:
+        """W2: True when a starts strictly before b whenever both use one resource."""
+        if isinstance(a, _Transfer):
+            return (a.item, a.dst) == (b.item, b.dst) and a.number < b.number and b.dmin >= 1
+        if a.op == b.op:
+            return a.number < b.number and b.dmin >= 1
+        if a.mandatory and (a.op, b.op) in self.strict:
+            return True
+        if a.mandatory and b.mandatory and a.lst < b.est:
+            return True
+        return b.op in self._hazards[a.op]  # M8b: an in-place update waits for every reader
+
+    def _disjunctive(self, a, b, shared: list[str], on, tag: str) -> None:
+        """M9/M10: a and b do not overlap on any resource both use (an order binary)."""
+        if a.mandatory and b.mandatory and (a.lft <= b.est or b.lft <= a.est):
+            if tag == "9":
+                self.core_order[(a.index, b.index)] = int(a.lft <= b.est)
+            return  # their windows do not meet
+        if self._fixed_order(a, b):
+            first, second = a, b
+        elif self._fixed_order(b, a):
+            first, second = b, a
+        else:
+            first = second = None
+        o = None if first is not None else self._binary(f"o{tag}_{a.index}_{b.index}")
+        if tag == "9":  # "a before b" on a shared core, for M11's run pairs
+            self.core_order[(a.index, b.index)] = o if o is not None else int(first is a)
+        for r in shared:
+            both = 2 - on(a, r) - on(b, r)
+            name = f"{a.index}_{b.index}_{r}"
+            if first is not None:
+                big = max(0, first.lft - second.low)
+                if big:
+                    self._add(second.start >= first.end - big * both, f"M{tag}a_{name}")
+                continue
+            big_ab, big_ba = max(0, a.lft - b.low), max(0, b.lft - a.low)
+            self._add(b.start >= a.end - big_ab * (1 - o) - big_ab * both, f"M{tag}b_{name}")
+            self._add(a.start >= b.end - big_ba * o - big_ba * both, f"M{tag}c_{name}")
+
+    def _core_constraints(self) -> None:
+        """M9 (K5): runs on one core do not overlap."""
+        data = self.data
+        on = lambda run, c: run.on(c)  # noqa: E731
+        for a_pos, a in enumerate(self.runs):
+            self._pos = (a_pos, len(self.runs))
+            for b in self.runs[a_pos + 1:]:
+                self._check()
+                shared = [c for c in a.cores if c in b.cores]
+                if shared:
+                    self._disjunctive(a, b, shared, on, "9")
+        del data
+
+    def _link_constraints(self) -> None:
+        """M10 (K5): transfers on one link do not overlap."""
+        on = lambda x, link: x.on_link(link)  # noqa: E731
+        for a_pos, a in enumerate(self.transfers):
+            self._pos = (a_pos, len(self.transfers))
+            for b in self.transfers[a_pos + 1:]:
+                self._check()
+                shared = [link for link in a.links if link in b.links]
+                if shared:
+                    self._disjunctive(a, b, shared, on, "10")
+
+    def _pinned_bytes(self, m: str):
+        """What persistent tensors hold in memory m all iteration (E1.5): expression, most."""
+        data = self.data
+        if data.persistent_home is None:
+            return 0, 0
+        if m == data.persistent_home:
+            total = sum(p.bytes for p in data.persistent)
+            pinned = pulp.lpSum(data.persistent[p].bytes * x for (p, _), x in self.pin.items())
+            return total - pinned, total
+        terms = [(data.persistent[p].bytes, x) for (p, mm), x in self.pin.items() if mm == m]
+        return pulp.lpSum(b * x for b, x in terms), sum(b for b, _ in terms)
+
+    def _memory_constraints(self) -> None:
+        """M11 (K5): each memory's capacity, checked when each copy is allocated.
+
+        For copies q1 < q2 (of different items) that may share a memory, binaries say
+        q1 is gone before q2 arrives (B12), q2 before q1 (B21), they overlap with q1
+        first (C12), or, when all three are 0, with q2 strictly first (D21).  The copy
+        that arrives last counts the other.  Left out for memories that cannot overflow.
+        """
+        data = self.data
+        binding = []
+        for m in data.memories:
+            items = {q.item for q in self.copies if m in q.memories}
+            held, pinned_most = self._pinned_bytes(m)
+            if pinned_most > data.capacity[m]:  # M11h: the pins alone
+                self._add(held <= data.capacity[m], f"M11h_{data.memories.index(m)}")
+            if sum(data.items[i].bytes for i in items) + pinned_most > data.capacity[m]:
+                binding.append(m)
+        self.binding = tuple(binding)
+        if not binding:
+            return
+        counted: dict[tuple[int, str], list[tuple[int, Any]]] = {}  # (event copy, m) -> terms
+        for a_pos, q1 in enumerate(self.copies):
+            self._pos = (a_pos, len(self.copies))
+            for q2 in self.copies[a_pos + 1:]:
+                self._check()
+                if q1.item == q2.item:
+                    continue  # M5 keeps them apart
+                shared = [m for m in q1.memories if m in q2.memories and m in binding]
+                if not shared:
+                    continue
+                if q1.kind == "run" and q2.kind == "run" and q1.run is q2.run:
+                    for m in shared:  # one run's outputs appear together: q2 counts q1
+                        counted.setdefault((q2.index, m), []).append((data.items[q1.item].bytes, 1))
+                    continue
+                name = f"{q1.index}_{q2.index}"
+                order = self._run_order(q1, q2, shared)
+                if order is not None:
+                    self._run_pair(q1, q2, shared, order, counted)
+                    continue
+                b12, b21, c12 = (self._binary(f"{tag}_{name}") for tag in ("mB12", "mB21", "mC12"))
+                self._add(b12 + b21 + c12 <= 1, f"M11a_{name}")
+                self._add(q1.free <= q2.alloc + (self.H - q2.alloc_low) * (1 - b12), f"M11b_{name}")
+                self._add(q2.free <= q1.alloc + (self.H - q1.alloc_low) * (1 - b21), f"M11c_{name}")
+                self._add(q1.alloc <= q2.alloc + max(0, q1.alloc_high - q2.alloc_low) * (1 - c12),
+                          f"M11d_{name}")
+                self._add(q2.alloc + 1 <= q1.alloc + (q2.alloc_high + 1 - q1.alloc_low)
+                          * (b12 + b21 + c12), f"M11e_{name}")
+                d21 = 1 - b12 - b21 - c12
+                for m in shared:
+                    mi = data.memories.index(m)
+                    # q2's allocation counts q1 when C12; q1's counts q2 when D21.
+                    for event, other, flag, tag in ((q2, q1, c12, "c"), (q1, q2, d21, "d")):
+                        counted.setdefault((event.index, m), []).append(
+                            (data.items[other.item].bytes, self._term(other, m, flag,
+                                                                      f"{tag}_{name}_{mi}")))
+        for m in binding:
+            held, pinned_most = self._pinned_bytes(m)
+            cap, mi = data.capacity[m], data.memories.index(m)
+            for q in self.copies:
+                if m not in q.memories:
+                    continue
+                terms = counted.get((q.index, m), [])
+                size = data.items[q.item].bytes
+                most = size + pinned_most + sum(b for b, _ in terms)
+                if most <= cap:
+                    continue
+                # M11g: at q's allocation, m holds q, the pins and what arrived before
+                self._add(size * q.present_in(m) + held + pulp.lpSum(b * t for b, t in terms)
+                          <= cap + (most - cap) * (1 - q.present_in(m)), f"M11g_{q.index}_{mi}")
+
+    def _term(self, other: _Copy, m: str, flag, name: str):
+        """``flag`` if ``other`` can only be in m, else a variable that is 1 when ``flag`` and
+        ``other`` is in m (M11f); an absent copy can always be put 'gone before'."""
+        if other.fixed_memory:
+            return flag
+        lam = self.problem.add_variable(f"lam{name}", 0, 1)
+        expr = flag + other.present_in(m) - 1
+        self._add(lam >= expr, f"M11f{name}")
+        self.lambdas.append((lam, expr))
+        return lam
+
+    def _run_order(self, q1: _Copy, q2: _Copy, shared: list[str]):
+        """"q1's run before q2's" from the core order (M9) when both are run copies, every
+        shared memory belongs to one core, and no run is empty (else None)."""
+        if q1.kind != "run" or q2.kind != "run" or q1.run.dmin < 1 or q2.run.dmin < 1:
+            return None
+        cores_of = {m: [c for c in self.data.cores if self.data.memory_of[c] == m] for m in shared}
+        if any(len(cores) != 1 for cores in cores_of.values()):
+            return None
+        a, b = q1.run.index, q2.run.index
+        if (a, b) in self.core_order:
+            return self.core_order[(a, b)]
+        if (b, a) in self.core_order:
+            return 1 - self.core_order[(b, a)]
+        return None
+
+    def _run_pair(self, q1: _Copy, q2: _Copy, shared: list[str], order, counted) -> None:
+        """M11 for two run copies on one core: the core order (M9) says which arrives first,
+        so only 'gone before the other arrives' needs a binary per direction (G12, G21)."""
+        data, H = self.data, self.H
+        name = f"{q1.index}_{q2.index}"
+        g12, g21 = self._binary(f"mG12_{name}"), self._binary(f"mG21_{name}")
+        self._add(q1.free <= q2.alloc + (H - q2.alloc_low) * (1 - g12), f"M11i_{name}")
+        self._add(q2.free <= q1.alloc + (H - q1.alloc_low) * (1 - g21), f"M11j_{name}")
+        for m in shared:
+            mi = data.memories.index(m)
+            for event, other, flag, tag in ((q2, q1, order - g12, "c"),
+                                            (q1, q2, 1 - order - g21, "d")):
+                term = self._term(other, m, flag, f"{tag}_{name}_{mi}")
+                size = data.items[other.item].bytes
+                counted.setdefault((event.index, m), []).append((size, term))
+
+    def _makespan_constraints(self) -> None:
+        """M12: the makespan covers every run and transfer (at most the runtime limit, its
+        bound); redundant rows for the LP: core and link loads, starts after producers."""
+        data = self.data
+        M = self.makespan
+        for run in self.runs:
+            self._add(M >= run.end, f"M12a_{run.index}")
+        for x in self.transfers:
+            self._add(M >= x.end, f"M12b_{x.index}")
+        for op in data.ops:  # M12c: some run of the producer ends before a reader starts
+            for p in sorted({data.items[i].producer for i in op.reads} - {None}):
+                first, producer = self.runs_of[op.index][0], self.runs_of[p][0]
+                self._add(first.start >= producer.start + self.dmin[p], f"M12c_{op.index}_{p}")
+        for c in data.cores:  # M12d: one run at a time on each core
+            work = [(run.cycles[key], z) for run in self.runs for key, z in run.z.items()
+                    if key[0] == c]
+            if work:
+                self._add(M >= pulp.lpSum(d * z for d, z in work), f"M12d_{data.cores.index(c)}")
+        for link in data.instance.links:  # M12e: one transfer at a time on each link
+            work = [(x.routes[r].cycles, w) for x in self.transfers for r, w in x.w.items()
+                    if x.routes[r].link == link.id]
+            if work:
+                self._add(M >= pulp.lpSum(d * w for d, w in work), f"M12e_{link.id}")
+        M.lowBound = max(data.critical_path_cycles(),
+                         -(-sum(self.dmin) // max(1, len(data.cores))))
+
+    def _colocate_constraints(self) -> None:
+        """M14: with colocate="layer", a layer's first computations share one core."""
+        data = self.data
+        if data.colocate != "layer":
+            return
+        layers: dict[str, list[int]] = {}
+        for op in data.ops:
+            if op.layer:
+                layers.setdefault(op.layer, []).append(op.index)
+        for li, (layer, ops) in enumerate(sorted(layers.items())):
+            if len(ops) < 2:
+                continue
+            common = [c for c in data.cores if all(c in data.ops[v].cycles for v in ops)]
+            if not common:
+                self.contradiction = (f"colocate='layer': no core can run every op of layer "
+                                      f"{layer!r}")
+                continue
+            y = {c: self._binary(f"layer_{li}_{data.cores.index(c)}") for c in common}
+            self._add(pulp.lpSum(y.values()) == 1, f"M14a_{li}")
+            for v in ops:
+                first = self.runs_of[v][0]
+                for c in common:
+                    self._add(first.on(c) == y[c], f"M14b_{li}_{v}_{data.cores.index(c)}")
+
+    def _symmetry_constraints(self) -> None:
+        """M15: interchangeable cores (a permutation that maps every cost, memory, link and
+        pin onto itself): the first op's first run goes to the first core of its orbit."""
+        self.symmetries = _core_automorphisms(self.data)
+        if len(self.symmetries) <= 1:
+            return
+        data = self.data
+        first = self.runs_of[0][0]
+        order = {c: k for k, c in enumerate(data.cores)}
+        for c in first.cores:
+            if any(order[g.core[c]] < order[c] for g in self.symmetries):
+                self._add(first.on(c) == 0, f"M15_{order[c]}")
+
+    def canonical(self, schedule: Schedule) -> Schedule:
+        """The image of a schedule under the symmetry that puts the first op's first run on
+        the first core of its orbit (M15), so that it can be a warm start."""
+        if len(self.symmetries) <= 1:
+            return schedule
+        op = self.data.ops[0].id
+        runs = sorted((r for r in schedule.ops if r.op == op), key=lambda r: (r.start, r.end))
+        if not runs:
+            return schedule
+        order = {c: k for k, c in enumerate(self.data.cores)}
+        g = min(self.symmetries, key=lambda g: order.get(g.core.get(runs[0].core), 0))
+        return g.apply(schedule)
+
+    def _objective(self) -> None:
+        """O1 latency, O2 energy (M13: the static term floored exactly), O3 weighted."""
+        data = self.data
+        energy = pulp.lpSum(run.energy[key] * z for run in self.runs for key, z in run.z.items())
+        energy += pulp.lpSum(x.routes[r].energy_pj * w for x in self.transfers
+                             for r, w in x.w.items())
+        if data.objective is not Objective.LATENCY and data.static_fj_per_cycle:
+            phi = data.static_fj_per_cycle
+            self.static = self.problem.add_variable("static_pj", 0, phi * self.H // 1000,
+                                                    pulp.LpInteger)
+            self._add(1000 * self.static <= phi * self.makespan, "M13a")
+            self._add(phi * self.makespan <= 1000 * self.static + 999, "M13b")
+            energy += self.static
+        self.energy = energy
+        if data.objective is Objective.LATENCY:
+            self.weights = (1, 0)
+            self.primary = 1 * self.makespan
+        elif data.objective is Objective.ENERGY:
+            self.weights = (0, 1)
+            self.primary = energy
+        else:
+            self.weights = weighted_coefficients(data)
+            self.primary = self.weights[0] * self.makespan + self.weights[1] * energy
+        self.problem.setObjective(self.primary)
+
+    # ----------------------------------------------------------------- size
+    def size(self) -> dict[str, int]:
+        variables = self.problem.variables()
+        return {
+            "variables": len(variables),
+            "binaries": sum(v.cat == pulp.LpInteger and v.lowBound == 0 and v.upBound == 1
+                            for v in variables),
+            "integers": sum(v.cat == pulp.LpInteger for v in variables),
+            "constraints": self.problem.numConstraints(),
+            "run_slots": len(self.runs),
+            "transfer_slots": len(self.transfers),
+            "copy_slots": len(self.copies),
+            "horizon": self.H,
+            "core_symmetries": len(self.symmetries),
+        }
+
+    # ------------------------------------------------------------ solutions
+    def solution(self) -> _Solution:
+        """The solver's values, rounded (X1-X6)."""
+        sol = _Solution()
+        for run in self.runs:
+            chosen = [key for key, z in run.z.items() if _on(z)]
+            if chosen:
+                c, pinned = chosen[0]
+                sol.runs[run.index] = (c, pinned, int(round(_value(run.start))))
+        for x in self.transfers:
+            chosen = [r for r, w in x.w.items() if _on(w)]
+            if chosen:
+                sol.transfers[x.index] = (chosen[0], int(round(_value(x.start))))
+        for q in self.copies:
+            sol.frees[q.index] = int(round(_value(q.free)))
+        for (run, i), choice in self.reads.items():
+            for (q, _), y in choice.items():
+                if _on(y):
+                    sol.reads[(run, i)] = q
+        for x, choice in self.sources.items():
+            for (q, _), y in choice.items():
+                if _on(y):
+                    sol.sources[x] = q
+        sol.pins = [(p, m) for (p, m), x in self.pin.items() if _on(x)]
+        return sol
+
+    def prune(self, sol: _Solution) -> _Solution:
+        """Drop what serves nothing: transfers and recomputations none of whose copies is used.
+
+        Ties in the objective (latency makes moves free) let the solver keep them;
+        without them every memory holds less and every resource is busy less, so the
+        schedule stays in K3 and is no worse.
+        """
+        runs, transfers = dict(sol.runs), dict(sol.transfers)
+        while True:
+            used = {q for (r, _), q in sol.reads.items() if r in runs}
+            used |= {q for x, q in sol.sources.items() if x in transfers}
+            drop_x = [x for x in transfers if self.transfer_copy[x].index not in used]
+            drop_r = [r for r in runs if not self.runs[r].mandatory
+                      and not any(q.index in used for q in self.run_copies.get(r, ()))]
+            if not drop_x and not drop_r:
+                break
+            for x in drop_x:
+                del transfers[x]
+            for r in drop_r:
+                del runs[r]
+        return _Solution(runs, transfers, sol.frees,
+                         {k: q for k, q in sol.reads.items() if k[0] in runs},
+                         {x: q for x, q in sol.sources.items() if x in transfers}, sol.pins)
+
+    def _copy_memory(self, q: _Copy, sol: _Solution) -> str | None:
+        """Where copy q is in the solution (None: it does not exist)."""
+        if q.kind == "input":
+            return q.home
+        if q.kind == "run":
+            got = sol.runs.get(q.run.index)
+            return None if got is None else self.data.memory_of[got[0]]
+        return q.transfer.dst if q.transfer.index in sol.transfers else None
+
+    def schedule(self, sol: _Solution, meta: dict[str, Any]) -> tuple[Schedule, dict[str, Any]]:
+        """The timed schedule of a (pruned) solution; every copy is freed at its free time,
+        or at the makespan if that comes first."""
+        data = self.data
+        runs = [RunValue(self.runs[r].op, c, start, pinned)
+                for r, (c, pinned, start) in sol.runs.items()]
+        transfers = [TransferValue(self.transfers[x].item, self.transfers[x].routes[route], start)
+                     for x, (route, start) in sol.transfers.items()]
+        ends = [v.start + (data.ops[v.op].pinned_cycles if v.pinned
+                           else data.ops[v.op].cycles)[v.core] for v in runs]
+        ends += [v.start + v.route.cycles for v in transfers]
+        makespan = max(ends, default=0)
+        frees = []
+        for q in self.copies:
+            memory = self._copy_memory(q, sol)
+            if memory is not None:
+                frees.append((q.item, memory, min(sol.frees[q.index], makespan)))
+        return assemble_p3_schedule(data, runs, transfers, frees, sol.pins, meta)
+
+    # ---------------------------------------------------------------- hints
+    def start_values(self, schedule: Schedule) -> dict[str, float] | None:
+        """Values of every column for a timed schedule of K3 that satisfy every row, or None.
+
+        The schedule is read completely (runs, variants, pins, transfers and their
+        sources, frees, reads, every order binary); a schedule outside K3 as the model
+        spells it, or one that breaks a row (e.g. a capacity), gives None.
+        """
+        values = _StartValues(self, self.canonical(schedule)).values()
+        if values is None:
+            return None
+        for var in self.problem.variables():
+            var.varValue = values.get(var.name, 0.0)
+        for lam, expr in self.lambdas:  # the least value M11f allows
+            lam.varValue = values[lam.name] = max(0.0, float(pulp.value(expr)))
+        if self.static is not None:
+            self.static.varValue = values[self.static.name] = float(
+                self.data.static_pj(int(self.makespan.varValue)))
+        constraints = self.problem.constraints()
+        self._phase = "checking the warm start: rows"
+        ok = True
+        for done, c in enumerate(constraints):
+            if done % 256 == 0:
+                self._pos = (done, len(constraints))
+                self._check()
+            if not c.valid(1e-6):
+                ok = False
+                break
+        ok = ok and all((v.lowBound is None or v.varValue >= v.lowBound - 1e-9)
+                        and (v.upBound is None or v.varValue <= v.upBound + 1e-9)
+                        for v in self.problem.variables())
+        return values if ok else None
+
+
+# ====================================================================== symmetry
+@dataclass(frozen=True)
+class _Symmetry:
+    """A permutation of the cores mapping the instance onto itself, with its memories and links."""
+
+    core: dict[str, str]
+    memory: dict[str, str]
+    link: dict[str, str]
+
+    def apply(self, schedule: Schedule) -> Schedule:
+        mem = lambda m: self.memory.get(m, m)  # noqa: E731
+        return Schedule(
+            tuple(sorted(OpRun(r.start, r.end, r.op, r.instance, self.core[r.core])
+                         for r in schedule.ops)),
+            tuple(sorted(Transfer(t.start, t.end, t.tensor, mem(t.src), mem(t.dst),
+                                  self.link[t.link]) for t in schedule.transfers)),
+            tuple(sorted(Free(f.time, f.tensor, mem(f.memory)) for f in schedule.frees)),
+            tuple(sorted((t, mem(m)) for t, m in schedule.pinned)), schedule.meta)
+
+
+def _core_automorphisms(data: P3Data) -> list[_Symmetry]:
+    """Permutations of the cores under which the instance is the same (identity included).
+
+    Up to 6 cores, each with its own SRAM: costs, SRAMs, links (endpoints and
+    parameters) and the memories each tensor may be pinned in must map onto themselves.
+    """
+    cores = data.cores
+    if len(cores) > 6 or len(set(data.memory_of.values())) != len(cores):
+        return []
+    inst = data.instance
+    mem = {m.id: m for m in inst.memories}
+    sig_mem = lambda m: (mem[m].capacity_bytes, mem[m].read_fj_per_byte,  # noqa: E731
+                         mem[m].write_fj_per_byte, mem[m].kind)
+    sig_link = lambda k: (k.bandwidth_num, k.bandwidth_den, k.latency_cycles,  # noqa: E731
+                          k.fj_per_byte)
+    tables = [(op.cycles, op.energy_pj, op.pinned_cycles, op.pinned_energy_pj) for op in data.ops]
+    found = []
+    for perm in itertools.permutations(cores):
+        g = dict(zip(cores, perm))
+        mu = {data.memory_of[c]: data.memory_of[g[c]] for c in cores}
+        image = lambda m: mu.get(m, m)  # noqa: E731
+        if any(sig_mem(a) != sig_mem(b) for a, b in mu.items()):
+            continue
+        if any(table.get(c) != table.get(g[c])
+               for group in tables for table in group for c in cores):
+            continue
+        if any(sorted(map(image, p.pin_memories)) != sorted(p.pin_memories)
+               for p in data.persistent):
+            continue
+        links, free = {}, list(inst.links)
+        for link in inst.links:
+            ends = sorted(map(image, link.endpoints))
+            match = next((k for k in free if sorted(k.endpoints) == ends
+                          and sig_link(k) == sig_link(link)), None)
+            if match is None:
+                break
+            links[link.id] = match.id
+            free.remove(match)
+        if len(links) == len(inst.links) and image(data.input_home) == data.input_home:
+            found.append(_Symmetry(g, mu, links))
+    return found
+
+
+# ====================================================================== warm start
+class _Outside(Exception):
+    """The schedule is not in K3 as the model spells it (then it is no warm start)."""
+
+
+class _StartValues:
+    """Reads a timed schedule into the model's columns (X1-X8)."""
+
+    def __init__(self, model: P3Milp, schedule: Schedule):
+        self.model = model
+        self.schedule = schedule
+        self.v: dict[str, float] = {}
+
+    def set(self, var, value) -> None:
+        if var is not None and not isinstance(var, (int, float)):
+            self.v[var.name] = float(value)
+
+    def values(self) -> dict[str, float] | None:
+        try:
+            return self._read()
+        except (_Outside, KeyError, IndexError, StopIteration):
+            return None
+
+    def _read(self) -> dict[str, float]:
+        m, data, s = self.model, self.model.data, self.schedule
+        op_index = {op.id: op.index for op in data.ops}
+        p_index = {p.id: p.index for p in data.persistent}
+        pinned_at: dict[int, str] = {}
+        for t, mem in s.pinned:
+            if (p_index.get(t), mem) not in m.pin or p_index[t] in pinned_at:
+                raise _Outside
+            pinned_at[p_index[t]] = mem
+        for (p, mem), x in m.pin.items():
+            self.set(x, pinned_at.get(p) == mem)
+        # runs (X1, X2)
+        timed: dict[int, tuple[int, int, str]] = {}  # run -> start, end, memory
+        by_op: dict[int, list] = {}
+        for r in s.ops:
+            by_op.setdefault(op_index[r.op], []).append(r)
+        for op in data.ops:
+            given = sorted(by_op.get(op.index, []), key=lambda r: (r.start, r.end))
+            if not given or len(given) > op.max_runs:
+                raise _Outside
+            for run in m.runs_of[op.index]:
+                chosen = None
+                if run.number < len(given):
+                    g = given[run.number]
+                    mem = data.memory_of[g.core]
+                    use_pin = (g.core in op.pinned_cycles and bool(op.persistent_reads)
+                               and all(pinned_at.get(p) == mem for p in op.persistent_reads))
+                    chosen = (g.core, use_pin)
+                    if chosen not in run.z or run.cycles[chosen] != g.end - g.start:
+                        raise _Outside
+                    timed[run.index] = (g.start, g.end, mem)
+                for key, z in run.z.items():
+                    self.set(z, key == chosen)
+                self.set(run.start, timed[run.index][0] if chosen else 0)
+        # transfers (X4)
+        item_of = {it.tensors[0]: it.index for it in data.items}
+        moves: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+        for tr in sorted(s.transfers):
+            i = item_of[tr.tensor]
+            item = data.items[i]
+            if len(item.tensors) != 1:
+                raise _Outside
+            route = next(r for r, rt in enumerate(item.routes)
+                         if (rt.src, rt.dst, rt.link) == (tr.src, tr.dst, tr.link))
+            moves.setdefault((i, tr.dst), []).append((tr.start, tr.end, route))
+        placed: dict[int, tuple[int, int, str, int]] = {}  # transfer -> start, end, dst, route
+        slots = {(x.item, x.dst, x.number): x for x in m.transfers}
+        for (i, dst), given in moves.items():
+            for n, (start, end, route) in enumerate(given):
+                x = slots.get((i, dst, n))
+                if x is None or route not in x.w:
+                    raise _Outside
+                placed[x.index] = (start, end, dst, route)
+        for x in m.transfers:
+            got = placed.get(x.index)
+            for r, w in x.w.items():
+                self.set(w, got is not None and got[3] == r)
+            self.set(x.start, got[0] if got else 0)
+        # copies (X5): alloc, ready, memory, free (the first free at or after the alloc)
+        frees: dict[tuple[str, str], list[int]] = {}
+        for f in s.frees:
+            frees.setdefault((f.tensor, f.memory), []).append(f.time)
+        makespan = s.makespan
+        life: dict[int, tuple[int, int, int, str]] = {}
+        for q in m.copies:
+            if q.kind == "input":
+                alloc, ready, mem = 0, 0, q.home
+            elif q.kind == "run" and q.run.index in timed:
+                alloc, ready, mem = timed[q.run.index]
+            elif q.kind == "transfer" and q.transfer.index in placed:
+                alloc, ready, mem, _ = placed[q.transfer.index]
+            else:
+                self.set(q.free, 0)
+                continue
+            tensor = data.items[q.item].tensors[0]
+            # A free at a copy's own allocation belongs to the copy before it (E1.6), except
+            # for a graph input's copy, which may be freed at time 0.
+            free = min((t for t in frees.get((tensor, mem), ())
+                        if t > alloc or (q.kind == "input" and t >= alloc)), default=makespan)
+            life[q.index] = (alloc, ready, free, mem)
+            self.set(q.free, free)
+        # reads and sources (X6)
+        for (r, _), choice in m.reads.items():
+            pick = None
+            if r in timed:
+                st, en, mem = timed[r]
+                pick = next(key for key in choice if key[1] == mem and key[0] in life
+                            and life[key[0]][3] == mem and life[key[0]][1] <= st
+                            and life[key[0]][2] >= en)
+            for key, y in choice.items():
+                self.set(y, key == pick)
+        for x, choice in m.sources.items():
+            pick = None
+            if x in placed:
+                st, en, _, route = placed[x]
+                src = m.transfers[x].routes[route].src
+                pick = next(key for key in choice if key[1] == src and key[0] in life
+                            and life[key[0]][3] == src and life[key[0]][1] <= st
+                            and life[key[0]][2] >= en)
+            for key, y in choice.items():
+                self.set(y, key == pick)
+        # order binaries (X7) from the times, and the makespan (X8)
+        layers = sorted({op.layer for op in data.ops if op.layer})
+        for var in m.problem.variables():
+            name = var.name
+            if name in self.v:
+                continue
+            parts = name.split("_")
+            tag = parts[0]
+            if tag == "o9":
+                a, b = int(parts[1]), int(parts[2])
+                self.set(var, a in timed and b in timed and timed[a][1] <= timed[b][0])
+            elif tag == "o10":
+                a, b = int(parts[1]), int(parts[2])
+                self.set(var, a in placed and b in placed and placed[a][1] <= placed[b][0])
+            elif tag == "oq":  # 1: a's copy first, or a not in this memory
+                a, b, mem = int(parts[1]), int(parts[2]), data.memories[int(parts[3])]
+                a_here = a in life and life[a][3] == mem
+                b_here = b in life and life[b][3] == mem
+                self.set(var, not a_here or (b_here and life[a][2] <= life[b][0]))
+            elif tag in ("mB12", "mB21", "mC12"):
+                la, lb = life.get(int(parts[1])), life.get(int(parts[2]))
+                b12 = la is None or (lb is not None and la[2] <= lb[0])
+                b21 = not b12 and (lb is None or lb[2] <= la[0])
+                c12 = not b12 and not b21 and la[0] <= lb[0]
+                self.set(var, {"mB12": b12, "mB21": b21, "mC12": c12}[tag])
+            elif tag in ("mG12", "mG21"):
+                la, lb = life.get(int(parts[1])), life.get(int(parts[2]))
+                if tag == "mG21":
+                    la, lb = lb, la
+                self.set(var, la is None or (lb is not None and la[2] <= lb[0]))
+            elif tag == "layer":
+                li, ci = int(parts[1]), int(parts[2])
+                ops = [op.index for op in data.ops if op.layer == layers[li]]
+                run = m.runs_of[ops[0]][0]
+                self.set(var, any(self.v[z.name] > 0.5 for (c, _), z in run.z.items()
+                                  if c == data.cores[ci]))
+        self.set(m.makespan, makespan)
+        if m.static is not None:
+            self.set(m.static, data.static_pj(makespan))
+        return self.v
+
+
+def _baseline(instance: Instance) -> list[Schedule]:
+    """The list schedules the evaluator accepts (``p3_data.baseline_schedules``), best first."""
+    return [schedule for ok, _, schedule in baseline_schedules(instance) if ok]
+
+
+# ====================================================================== solving
+@dataclass
+class _Outcome:
+    status: str  # optimal | feasible | infeasible | limit
+    objective: float | None = None
+    bound: float | None = None
+    seconds: float = 0.0
+    detail: str = ""
+    stopped: bool = False  # interrupted at a solution that ``stop_at`` accepted
+
+
+def _solve(problem: pulp.LpProblem, solver: str, *, relax: bool, threads: int,
+           deadline: Deadline, start: dict[str, float] | None, msg: bool,
+           gap_abs: float, stop_at=None) -> _Outcome:
+    """Solve the model (its LP relaxation with ``relax``) with HiGHS or CBC by ``deadline``.
+
+    Raises :class:`OutOfTime` when the deadline passes before the solver starts.
+    """
+    began = time.perf_counter()
+    if solver == "highs":
+        reset_highs_threads()
+        engine = PulpHiGHS(start=start, stop_at=stop_at, deadline=deadline, mip=not relax,
+                        msg=bool(msg), threads=int(threads), gapRel=None if relax else 0.0,
+                        gapAbs=None if relax else gap_abs,
+                        mip_feasibility_tolerance=_TOLERANCE,
+                        primal_feasibility_tolerance=_TOLERANCE)
+        problem.solve(engine)
+        info, seconds = engine.info, time.perf_counter() - began
+        if info["infeasible"]:
+            return _Outcome("infeasible", seconds=seconds, detail=info["text"])
+        if info["optimal"]:
+            bound = info["objective"] if relax else info["bound"]
+            return _Outcome("optimal", info["objective"], bound, seconds, info["text"])
+        if info["has_solution"] and not relax:
+            return _Outcome("feasible", info["objective"], info["bound"], seconds, info["text"],
+                            info["stopped"])
+        return _Outcome("limit", None, info["bound"], seconds, info["text"])
+    from monet_ilp.problems.p1.milp.solve import _cbc_bound, _cbc_result
+
+    if start and not relax:
+        for v in problem.variables():
+            v.setInitialValue(start.get(v.name, 0.0))
+    with tempfile.TemporaryDirectory() as tmp:
+        log_path = Path(tmp) / "cbc.log"
+        engine = Cbc(deadline=deadline, mip=not relax, msg=False, threads=int(threads),
+                     gapRel=None if relax else 0.0, gapAbs=None if relax else gap_abs,
+                     warmStart=bool(start) and not relax, logPath=str(log_path))
+        try:
+            problem.solve(engine)
+        except CbcKilled as killed:
+            return _Outcome("limit", seconds=time.perf_counter() - began, detail=str(killed))
+        text = log_path.read_text() if log_path.exists() else ""
+    if msg:
+        print(text)
+    seconds = time.perf_counter() - began
+    result = _cbc_result(text)
+    value = pulp.value(problem.objective)
+    if problem.status == pulp.LpStatusInfeasible or "infeasible" in result:
+        return _Outcome("infeasible", seconds=seconds, detail=result)
+    if result.startswith("optimal") or (relax and problem.status == pulp.LpStatusOptimal):
+        return _Outcome("optimal", value, value, seconds, result)
+    bound = _cbc_bound(text)
+    if problem.sol_status == pulp.LpSolutionIntegerFeasible and not relax:
+        return _Outcome("feasible", value, bound, seconds, result)
+    return _Outcome("limit", None, bound, seconds, result or pulp.LpStatus[problem.status])
+
+
+def export_model(problem: pulp.LpProblem, path: str | Path) -> Path:
+    """Write a model as MPS (``.mps``) or CPLEX LP (``.lp``), chosen by the suffix."""
+    path = Path(path)
+    suffix = path.suffix.lower()
+    if suffix not in (".mps", ".lp"):
+        raise MonetError(f"cannot tell the model format of {str(path)!r}", field="export",
+                         fix="end the file name with .mps or .lp")
+    try:
+        if suffix == ".mps":
+            problem.writeMPS(str(path))
+        else:
+            problem.writeLP(str(path))
+    except OSError as err:
+        raise MonetError(f"could not write {str(path)!r}: {err}", field="export",
+                         fix="check that the directory exists and is writable") from None
+    return path
+
+
+def _horizon_of(data: P3Data, built: P3Milp, value: float) -> int | None:
+    """The largest makespan that an optimal schedule needs when one of value ``value``
+    (MILP units) is known (W1); None when nothing smaller than the horizon follows.
+
+    Latency: ``value``.  Weighted: ``(value - w_E · E_min) / w_L``.  Energy: with
+    ``φ > 0``, the static energy left; and in any case, a schedule without idle time
+    (every schedule can be compacted to one, which costs no more) lasts at most its
+    runs and transfers, whose extra energy beyond the cheapest first computations
+    ``E_min`` is at most ``value - E_min``.
+    """
+    wl, we = built.weights
+    cheapest = sum(min(list(op.energy_pj.values()) + list(op.pinned_energy_pj.values()))
+                   for op in data.ops)
+    if data.objective is Objective.LATENCY:
+        return int(value)
+    if data.objective is Objective.WEIGHTED:
+        return int((value - we * cheapest) // wl) if wl else None
+    slack = int(value) - cheapest
+    found = []
+    if data.static_fj_per_cycle:
+        found.append((1000 * slack + 999) // data.static_fj_per_cycle)
+    ratios = [max(op.cycles.values()) / min(list(op.energy_pj.values())
+                                             + list(op.pinned_energy_pj.values()) or [0])
+              if min(list(op.energy_pj.values()) + list(op.pinned_energy_pj.values())) > 0
+              else math.inf for op in data.ops if op.max_runs > 1]
+    ratios += [r.cycles / r.energy_pj if r.energy_pj > 0 else math.inf
+               for x in built.transfers for r in x.routes.values()]
+    worst = max(ratios, default=0.0)
+    if math.isfinite(worst):
+        longest = sum(max(list(op.cycles.values()) + list(op.pinned_cycles.values()))
+                      for op in data.ops)
+        found.append(longest + math.floor(slack * worst + 1e-9))
+    return min(found) if found else None
+
+
+def solve_p3_milp(
+    instance: Instance,
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    hint: Schedule | Sequence | None = None,
+    milp_solver: str = "highs",
+    max_computes: int | None = DEFAULT_MAX_COMPUTES,
+    max_transfers: int | None = DEFAULT_MAX_TRANSFERS,
+    colocate: str = "none",
+    allow_recompute: bool = True,
+    allow_offload: bool = True,
+    allow_pin: bool = True,
+    export: str | Path | None = None,
+    msg: bool = False,
+    **options: Any,
+) -> BackendResult:
+    """Solve a P3 instance over the class K3 with a disjunctive MILP (``formulations/p3_milp.md``).
+
+    Parameters
+    ----------
+    instance
+        A P3 instance (``make_instance(..., problem="P3")``); objective ``latency``,
+        ``energy`` (with an optional ``runtime_limit_cycles``) or ``weighted``.
+    time_limit
+        Seconds for the whole run: model, LP relaxation, MILP (``None``: until proven).
+    workers
+        Solver threads (default: the machine's cores, at most 8).
+    hint
+        A timed schedule (or a Sequence) to warm-start from.  Default (option
+        ``use_baseline_hint``, true): the best of the list schedules (memory-aware and
+        store-all, layer and op allocation) that the evaluator accepts.  A hint is used
+        only when it lies in K3 as the model spells it and meets every row; it then
+        also bounds the first horizon (S1).  Binding SRAMs are hard for the MILP
+        without one: give the CP-SAT schedule as the hint to cross-check it.
+    milp_solver
+        ``"highs"`` (default, through ``highspy``) or ``"cbc"``.
+    max_computes, max_transfers, colocate, allow_recompute, allow_offload, allow_pin
+        The limits of K3 (``p3_problem.md``): runs per op ``C``, transfers of an item
+        into a memory ``T`` (``None``: the defaults), ``"layer"`` to put a layer's
+        first computations on one core, and switches for recomputation, offload and
+        pinning.
+    export
+        Also write the model to this ``.mps`` or ``.lp`` file (the full-horizon model).
+    msg
+        Print the solver's log (``log`` is accepted as well).
+    **options
+        ``recompute_after_first`` (default true, K3's L4): start a recomputation only after the
+        previous run of its op has ended, the CP-SAT model's reading of K1 (p3_milp.md
+        §1; by default runs are only numbered by start, as the evaluator numbers them);
+        ``use_baseline_hint`` (default true).
+
+    Returns
+    -------
+    BackendResult
+        ``optimal`` (proven, over K3 and its limits), ``feasible`` (time limit, with
+        the best bound), ``infeasible`` (proven; the message gives the reason when one
+        is found without a solver) or ``unknown``.  ``objective`` is the evaluator's
+        value of the schedule built from the solution; ``stats`` holds the model size,
+        the LP relaxation's bound (``lp_bound``), the MILP's (``milp_bound``) and the
+        timings.
+    """
+    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    began = deadline.started
+    msg = bool(options.pop("log", msg))
+    use_baseline_hint = bool(options.pop("use_baseline_hint", True))
+    after_first = bool(options.pop("recompute_after_first", True))
+    if options.pop("fixed_order", False):
+        raise MonetError("P3 has no fixed order of first computations", field="fixed_order",
+                         fix="drop fixed_order (P3 models choose the order)")
+    if options:
+        raise MonetError(f"unknown option(s) {', '.join(sorted(options))} for the P3 MILP backend",
+                         field="options", fix=f"use: {', '.join(_OPTIONS)}")
+    solver_name = str(milp_solver).lower()
+    if solver_name not in SOLVERS:
+        raise MonetError(f"unknown MILP solver {milp_solver!r}", field="milp_solver",
+                         fix=f"use one of: {', '.join(SOLVERS)}")
+    data = p3_data(instance,
+                   max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
+                   max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers,
+                   colocate=colocate, allow_recompute=allow_recompute, allow_offload=allow_offload,
+                   allow_pin=allow_pin)
+    stats: dict[str, Any] = {"model": "p3_milp", "milp_solver": solver_name, **data.options}
+    limits = (f"class K3: max_computes={data.options['max_computes']}, "
+              f"max_transfers={data.max_transfers}, colocate={data.colocate}")
+
+    def done(status: Status, **kwargs: Any) -> BackendResult:
+        stats["wall_s"] = round(time.perf_counter() - began, 3)
+        return BackendResult(status, stats=stats, **kwargs)
+
+    def infeasible(how: str) -> BackendResult:
+        reason = data.min_capacity_proof() or (
+            f"infeasible: {how}; no schedule meets the SRAM capacities"
+            + (f" and the runtime limit of {data.runtime_limit_cycles} cycles"
+               if data.runtime_limit_cycles is not None else "")
+            + f" (every op fits from an SRAM of {data.min_sram_bytes()} bytes on)")
+        return done(Status.INFEASIBLE, message=f"{reason} ({limits})")
+
+    quick = data.min_capacity_proof()
+    if quick:
+        return done(Status.INFEASIBLE, message=f"{quick} ({limits})")
+    threads = int(workers) if workers else min(8, os.cpu_count() or 1)
+
+    # Before the model: the schedules to fall back on if the time runs out while building
+    # (the hint and the list schedules, each checked by the evaluator) and the
+    # combinatorial bound, which holds for every schedule (time_limits.md).
+    candidates = [("given", _timed(instance, hint))] if hint is not None else []
+    if use_baseline_hint:  # also when the hint given does not fit the model
+        candidates += [(s.meta.get("heuristic", "baseline"), s) for s in _baseline(instance)]
+    floor = combinatorial_bound(instance)
+    bounds: list[float] = []
+    lp_bound = None
+
+    def fallback(reason: str) -> BackendResult:
+        """The best schedule known when the solver has none: the best verified candidate."""
+        stats["milp_bound"] = max(bounds) if bounds else None
+        bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
+        known = best_verified(instance, candidates)
+        if known is None:
+            return done(Status.UNKNOWN, bound=bound,
+                        message=f"{reason}; no schedule known ({limits})")
+        source, schedule, value = known
+        stats["solution"] = source
+        return done(Status.FEASIBLE, schedule=schedule, objective=value,
+                    bound=None if bound is None else min(bound, value), source=f"hint:{source}",
+                    message=f"{reason}; returning the {source} schedule ({limits})")
+
+    # W1: a schedule of the model bounds the makespan of any better one, so each
+    # better schedule found rebuilds the model with a shorter horizon (tighter big-Ms).
+    model_options = {"recompute_after_first": after_first, "deadline": deadline}
+    try:
+        built = P3Milp(data, **model_options)
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return fallback(str(stop))
+    stats["full_horizon"] = built.H
+    stats["recompute_after_first"] = after_first
+    if export is not None:
+        stats["export"] = str(export_model(built.problem, export))
+    if built.contradiction:
+        return infeasible(built.contradiction)
+    best: dict[str, Any] | None = None  # value (MILP units), schedule, claimed value
+    try:
+        for source, candidate in candidates:
+            if built.start_values(candidate) is not None:
+                best = _incumbent(built, source)
+                break
+    except OutOfTime as stop:
+        stats["stopped"] = str(stop)
+        return fallback(str(stop))
+    stats["warm_start"] = None if best is None else best["source"]
+    integral = all(float(w).is_integer() for w in built.weights)
+    gap_abs = 0.5 if integral else 1e-9
+    rounds = 0
+    run: _Outcome | None = None
+    stopped: OutOfTime | None = None
+    while True:
+        try:
+            horizon = None if best is None else _horizon_of(data, built, best["milp"])
+            if horizon is not None and horizon < built.H:
+                built = P3Milp(data, horizon=horizon, **model_options)
+            start = built.start_values(best["schedule"]) if best is not None else None
+            if rounds == 0:
+                stats.update(built.size(), build_s=round(built.build_seconds, 3),
+                             binding_memories=list(built.binding))
+                lp = _solve(built.problem, solver_name, relax=True, threads=threads,
+                            deadline=deadline, start=None, msg=msg, gap_abs=gap_abs)
+                stats["lp_s"] = round(lp.seconds, 3)
+                if lp.status == "optimal":
+                    lp_bound = lp.objective
+                    scale = weighted_scale(data) if data.objective is Objective.WEIGHTED else 1
+                    stats["lp_bound"] = lp_bound / scale  # in the objective's units
+                elif lp.status == "infeasible" and start is None:
+                    return infeasible(f"{solver_name} proved even the LP relaxation infeasible")
+            current = built.H
+
+            def better(value: float, current: int = current, built: P3Milp = built,
+                       best: dict[str, Any] | None = best) -> bool:
+                """A solution that shortens the horizon (then the round may be restarted, S1)."""
+                tighter = _horizon_of(data, built, value)
+                return (best is None or value < best["milp"] - 0.5) and (
+                    tighter is not None and tighter < current)
+
+            run = _solve(built.problem, solver_name, relax=False, threads=threads,
+                         deadline=deadline, start=start, msg=msg, gap_abs=gap_abs, stop_at=better)
+        except OutOfTime as stop:  # a rebuild, a warm start or a solver start ran out of time
+            stopped = stop
+            break
+        rounds += 1
+        stats.setdefault("rounds", []).append(
+            {"horizon": built.H, "status": run.status, "objective": run.objective,
+             "bound": run.bound, "s": round(run.seconds, 3), "warm_start": start is not None})
+        if run.bound is not None:
+            bounds.append(run.bound)
+        if run.status == "infeasible":
+            if best is None:
+                return infeasible(f"{solver_name} proved that no schedule of K3 exists")
+            break  # cannot happen: the incumbent is in the model
+        if run.status in ("optimal", "feasible"):
+            found = _incumbent(built, "milp")
+            if run.status == "optimal" and best is not None and found["milp"] > best["milp"] + 0.5:
+                return done(Status.ERROR, schedule=best["schedule"],
+                            objective=best["value"]["objective"],
+                            message=f"model bug: the MILP optimum {found['milp']} is worse "
+                                    f"than its warm start's {best['milp']}")
+            if best is None or found["milp"] <= best["milp"]:
+                best = found
+        if not (run.stopped and best is not None and deadline_left(deadline)):
+            break
+    detail = str(stopped) if stopped is not None else run.detail
+    stats.update(milp_s=round(sum(r["s"] for r in stats.get("rounds", [])), 3),
+                 solver_status=detail, milp_objective=None if best is None else best["milp"],
+                 milp_bound=max(bounds) if bounds else None)
+    if stopped is not None:
+        stats["stopped"] = str(stopped)
+    bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
+    if best is None:  # no schedule in the model: the best candidate outside it, if any
+        return fallback(detail if stopped is not None else f"no schedule found ({detail})")
+    schedule, value = best["schedule"], best["value"]
+    source = "milp" if best["source"] == "milp" else f"hint:{best['source']}"
+    stats.update(solution=best["source"], recomputations=value["recomputations"],
+                 transfers=value["transfers"], pins=len(schedule.pinned),
+                 latency_cycles=value["latency_cycles"], energy_pj=value["energy_pj"])
+    if stopped is None and run.status == "optimal":
+        if run.objective is not None and abs(best["milp"] - run.objective) > 0.5:
+            return done(Status.ERROR, schedule=schedule, objective=value["objective"], bound=bound,
+                        message=f"model bug: the MILP optimum {run.objective} differs from its "
+                                f"schedule's {best['milp']}")
+        return done(Status.OPTIMAL, schedule=schedule, objective=value["objective"],
+                    bound=value["objective"], message=f"optimal ({limits})", source=source)
+    if bound is not None:
+        bound = min(bound, value["objective"])
+    reason = f"{stopped}" if stopped is not None else "time limit"
+    return done(Status.FEASIBLE, schedule=schedule, objective=value["objective"], bound=bound,
+                message=f"{reason}; best schedule and bound returned ({limits})", source=source)
+
+
+def deadline_left(deadline: Deadline) -> bool:
+    return not deadline.passed(0.5)
+
+
+def _timed(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
+    """A timed schedule (a Sequence is timed by the evaluator)."""
+    if isinstance(schedule, Sequence):
+        from monet_ilp.evaluate import evaluate
+
+        return evaluate(instance, schedule).schedule
+    return schedule
+
+
+def _incumbent(built: P3Milp, source: str) -> dict[str, Any]:
+    """The schedule of the model's current values (a solver's, or a hint's), pruned, and its
+    value in the MILP's units (w_L · latency + w_E · energy)."""
+    schedule, value = built.schedule(built.prune(built.solution()),
+                                     {"backend": "milp", "model": "p3_milp", "source": source})
+    wl, we = built.weights
+    return {"milp": wl * value["latency_cycles"] + we * value["energy_pj"], "schedule": schedule,
+            "value": value, "source": source}
+
+
+def _bound(data: P3Data, milp: float | None, lp: float | None,
+           floor: int | float | None = None) -> int | float | None:
+    """The best bound on the instance's objective: the MILP's, the LP's (MILP units) and
+    ``floor`` (the combinatorial bound, objective units)."""
+    raw = [b for b in (milp, lp) if b is not None and math.isfinite(b)]
+    found = []
+    if raw:
+        best = max(raw)
+        if data.objective is Objective.WEIGHTED:
+            found.append(best / weighted_scale(data) * (1 - 1e-12))
+        else:
+            found.append(math.ceil(best - 1e-6))
+    if floor is not None:
+        found.append(floor)
+    return max(found, default=None)

@@ -1,0 +1,111 @@
+"""Certified lower bounds and grading: every bound is below every verified schedule's value."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+
+from monet_ilp.analysis.bounds import combinatorial_bounds, lower_bounds
+from monet_ilp.evaluate import evaluate
+from monet_ilp.analysis.grade import grade, load_points
+from monet_ilp.graph import zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.memory_aware import memory_aware_schedule
+from monet_ilp.heuristics.store_all import store_all_schedule
+from monet_ilp.instance import Objective
+from monet_ilp.make import make_instance
+from monet_ilp.schedule import save_schedule
+from monet_ilp.solve import Status, solve
+
+
+def small(objective="latency", **kwargs):
+    graph = zoo.mlp(depth=1, width=64, batch=8, in_features=64)
+    return make_instance(graph, preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3", objective=objective,
+                         **kwargs)
+
+
+def test_combinatorial_bounds_are_below_the_optimum():
+    for objective in ("latency", "energy", "weighted"):
+        inst = small(objective)
+        best = solve(inst, "cpsat", time_limit=60, workers=2)
+        assert best.status is Status.OPTIMAL
+        for b in combinatorial_bounds(inst):
+            if b.value is not None:
+                assert b.value <= best.objective + 1e-9, (objective, b)
+
+
+def test_bounds_hold_for_heuristic_schedules_too():
+    inst = small("energy")
+    for sched in (store_all_schedule(inst), memory_aware_schedule(inst)):
+        metrics = evaluate(inst, sched)
+        for b in combinatorial_bounds(inst):
+            if b.value is not None:
+                assert b.value <= metrics.energy.total_pj
+
+
+def test_lower_bounds_report_the_best_and_its_source():
+    report = lower_bounds(small(), time_limit=30, workers=2)
+    names = {b["name"] for b in report["bounds"]}
+    assert {"critical_path", "work", "memory", "cpsat"} <= names
+    assert report["best"] == max(b["value"] for b in report["bounds"] if b["value"] is not None)
+    assert report["incumbent"] is not None and report["best"] <= report["incumbent"]
+
+
+def test_grade_gives_certified_gaps(tmp_path):
+    inst = small()
+    sched = memory_aware_schedule(inst)
+    path = tmp_path / "s.json"
+    save_schedule(sched, path)
+    report = grade(inst, load_points(path, inst), time_limit=20, workers=2)
+    (row,) = report["points"]
+    assert row["feasible"]
+    assert row["latency_bound_cycles"] <= row["latency_cycles"]
+    assert row["energy_bound_pj"] <= row["energy_pj"] and 0 <= row["energy_gap"] < 1
+    # The bound at the point's latency holds for the energy optimum under that limit.
+    capped = dataclasses.replace(inst, objective=Objective.ENERGY, runtime_limit_cycles=row["latency_cycles"])
+    best = solve(capped, "cpsat", time_limit=30, workers=2)
+    assert best.objective >= row["energy_bound_pj"]
+
+
+def test_bound_command_without_the_solver(tmp_path):
+    inst = small()
+    path = tmp_path / "inst.json"
+    inst.save(path)
+    out = subprocess.run([sys.executable, "-m", "monet_ilp", "bound", str(path), "--objective", "energy",
+                          "--no-solver", "--json", str(tmp_path / "b.json")], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    data = json.loads((tmp_path / "b.json").read_text())
+    assert data["objective"] == "energy" and data["best_source"] == "cheapest_energy"
+
+
+def test_the_memory_bound_checks_each_op_against_its_own_cores():
+    """An op confined to a small core that still fits it: no infeasibility claim."""
+    from monet_ilp.problems.p3.data import p3_data
+    from monet_ilp.instance import MemorySpec
+
+    inst = small()
+    data = p3_data(inst)
+    footprint = {op.id: sum(data.items[i].bytes for i in op.reads + op.writes) for op in data.ops}
+    small_op = min((op for op in footprint if footprint[op] > 0), key=footprint.get)
+    assert footprint[small_op] < max(footprint.values())
+    tight = footprint[small_op]  # pe_1 holds this op, but not the largest one
+    memories = tuple(MemorySpec(m.id, m.kind, tight if m.id == "pe_1.sram" else m.capacity_bytes,
+                                m.read_fj_per_byte, m.write_fj_per_byte) for m in inst.memories)
+    costs = {op: ({"pe_1": row["pe_1"]} if op == small_op else row) for op, row in inst.costs.items()}
+    confined = dataclasses.replace(inst, memories=memories, costs=costs)
+    memory = next(b for b in combinatorial_bounds(confined) if b.name == "memory")
+    assert memory.value is None and "fits" in memory.detail
+    infeasible = dataclasses.replace(inst, memories=tuple(
+        dataclasses.replace(m, capacity_bytes=1) if m.kind == "sram" else m for m in inst.memories))
+    memory = next(b for b in combinatorial_bounds(infeasible) if b.name == "memory")
+    assert memory.value == float("inf")
+
+
+def test_a_runtime_limit_below_the_latency_bound_is_an_infinite_bound_not_an_error():
+    inst = small("energy")
+    latency = max(b.value for b in combinatorial_bounds(small()) if b.value is not None)
+    capped = dataclasses.replace(inst, runtime_limit_cycles=latency - 1)
+    bounds = {b.name: b for b in combinatorial_bounds(capped)}
+    assert bounds["runtime_limit"].value == float("inf")
