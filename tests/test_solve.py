@@ -9,6 +9,7 @@ from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.solve import Status, backends, gap_of, solve
+from tests.conftest import verified
 
 
 def test_gap():
@@ -31,28 +32,35 @@ def test_p1_backends_agree_and_are_verified(backend):
     inst = p1_instance(graph, (15104 + top) // 2)
     result = solve(inst, backend, time_limit=60, workers=2)
     assert result.status is Status.OPTIMAL and result.gap == 0.0
-    assert result.metrics.feasible and result.objective == result.metrics.compute_cycles
+    assert verified(inst, result).compute_cycles == result.objective
     reference = solve(inst, "milp", time_limit=60, workers=2)
     assert result.objective == reference.objective
 
 
 @pytest.mark.parametrize("backend", ["cpsat", "milp"])
-def test_p2_dispatch(backend):
-    inst = make_instance(zoo.mlp(depth=2, width=32, batch=4), preset("edge_tpu", n_pe_x=1, n_pe_y=1),
-                         problem="P2", budget=1.0, objective="latency")
-    result = solve(inst, backend, time_limit=60, workers=2)
-    assert result.status is Status.OPTIMAL and result.metrics.feasible
-    assert result.objective == result.metrics.latency_cycles
+def test_p2_dispatch(backend, p2_small):
+    result = solve(p2_small, backend, time_limit=60, workers=2)
+    assert result.status is Status.OPTIMAL
+    assert verified(p2_small, result).latency_cycles == result.objective
 
 
 def test_heuristic_backend_is_feasible_not_optimal():
     inst = p1_instance(zoo.mlp(depth=3), 1.0)
     result = solve(inst, "heuristic:sqrt")
-    assert result.status is Status.FEASIBLE and result.bound is None and result.metrics.feasible
+    assert result.status is Status.FEASIBLE and result.bound is None
+    verified(inst, result)
 
 
-def test_p3_instances_go_to_the_p3_model():
-    inst = make_instance(zoo.mlp(depth=1, width=32, batch=4, in_features=32),
-                         preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3")
-    result = solve(inst, "cpsat", time_limit=30, workers=2)
-    assert result.stats["model"] == "p3_cpsat" and result.metrics.feasible
+def test_p3_instances_go_to_the_p3_model(p3_small):
+    result = solve(p3_small, "cpsat", time_limit=30, workers=2)
+    assert result.stats["model"] == "p3_cpsat"
+    verified(p3_small, result)
+
+
+def test_p1_fixture_solves_to_the_same_optimum_on_every_exact_backend(p1_small):
+    """The shared P1 fixture: cpsat, milp and the chain DP's class agree (the MLP is a chain)."""
+    optima = {b: solve(p1_small, b, time_limit=60, workers=2) for b in ("cpsat", "milp", "dp")}
+    for result in optima.values():
+        assert result.status is Status.OPTIMAL
+        verified(p1_small, result)
+    assert len({r.objective for r in optima.values()}) == 1

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from monet_ilp.results import BackendResult
 
 __all__ = ["BACKENDS", "Backend", "BackendSpec", "check_call", "find", "names", "options_of",
-           "register", "specs"]
+           "register", "specs", "unregister"]
 
 Backend = Callable[..., "BackendResult"]
 
@@ -117,6 +117,12 @@ _REGISTRY: dict[tuple[str, Problem], BackendSpec] = {(s.name, s.problem): s for 
 def register(spec: BackendSpec) -> None:
     """Add (or replace) a row: a plugin backend, or a new problem class's backend."""
     _REGISTRY[(spec.name, spec.problem)] = spec
+
+
+def unregister(name: str) -> None:
+    """Drop every row of ``name`` (a plugin that is no longer wanted)."""
+    for key in [k for k in _REGISTRY if k[0] == name]:
+        del _REGISTRY[key]
 
 
 def specs(name: str | None = None, problem: Problem | None = None) -> list[BackendSpec]:

@@ -1,0 +1,64 @@
+"""Fixtures and the one check shared by every test directory.
+
+* ``p1_small``, ``p2_small``, ``p3_small``: one small instance of each problem class,
+  built once per session (a 2-layer MLP training step, 17 ops; the P2 and P3 ones on
+  the Edge TPU preset).
+* :func:`verified`: the evaluator's verdict on a result, the way every test states it:
+  the status is no ``error``, a schedule is feasible when re-evaluated, and the
+  backend's objective is the evaluator's.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from monet_ilp.evaluate import Metrics, evaluate
+from monet_ilp.graph import zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.instance import Instance
+from monet_ilp.make import make_instance, p1_instance
+from monet_ilp.results import BackendResult, Result, Status
+
+
+def verified(instance: Instance, result: Result | BackendResult, *, feasible: bool = True) -> Metrics | None:
+    """Re-evaluate ``result``'s schedule on ``instance`` and check what the backend claims.
+
+    Returns the metrics (``None`` when there is no schedule).  With ``feasible`` (the
+    default) a schedule must keep to the instance; a result that claims optimality
+    must have its bound equal to its objective (up to the gap tolerance of ``solve``).
+    """
+    assert result.status is not Status.ERROR, result.message
+    if result.schedule is None:
+        assert result.objective is None or isinstance(result, Result), result
+        return None
+    metrics = evaluate(instance, result.schedule)
+    if feasible:
+        assert metrics.feasible, (dict(metrics.violation_counts),
+                                  [v.message for v in metrics.violations[:3]])
+    if result.objective is not None and metrics.feasible:
+        assert result.objective == metrics.objective_value, (result.objective, metrics.objective_value)
+    if result.bound is not None and result.objective is not None and metrics.feasible:
+        assert result.bound <= result.objective + 1e-6 * max(1, abs(result.objective))
+    return metrics
+
+
+def _mlp():
+    return zoo.mlp(depth=2, width=16, batch=4, in_features=16)
+
+
+@pytest.fixture(scope="session")
+def p1_small() -> Instance:
+    """P1: the MLP's own costs on one memory, 90 % of the store-all peak (one recomputation)."""
+    return p1_instance(_mlp(), budget=0.9)
+
+
+@pytest.fixture(scope="session")
+def p2_small() -> Instance:
+    """P2: the MLP on one Edge TPU PE, SRAM at 90 % of the peak, DRAM over a link."""
+    return make_instance(_mlp(), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P2", budget=0.9)
+
+
+@pytest.fixture(scope="session")
+def p3_small() -> Instance:
+    """P3: the MLP on a 2x1 Edge TPU mesh, the latency objective."""
+    return make_instance(_mlp(), preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3")
