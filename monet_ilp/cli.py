@@ -29,10 +29,9 @@ from monet_ilp.terminal import (
     console,
     err_console,
     exit_unless,
-    human_bytes,
-    human_count,
     show,
 )
+from monet_ilp.units import human_bytes, human_count
 
 GRANULARITY = click.Choice(["layer", "op"])
 OPTIMIZER = click.Choice(["sgd", "momentum", "adam"])
