@@ -1,5 +1,10 @@
 """What backends return and what :func:`monet_ilp.solve.solve` makes of it: statuses, results, gaps.
 
+Also the two rules every consumer of verified points shares: the relative gap
+between a value and a lower bound (:func:`gap_of`) and Pareto dominance
+(:func:`dominates`, :func:`non_dominated`), used by the Pareto sweep, the GA, the
+grader and the plots.
+
 The layer between the evaluator and the backends: every backend returns a
 :class:`BackendResult`; ``solve`` verifies it with the evaluator and returns a
 :class:`Result`.  Backends import this module, never ``monet_ilp.solve``, so that the
@@ -11,13 +16,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence as Seq, TypeVar
 
 from monet_ilp.evaluate import Metrics, verified
 from monet_ilp.instance import Instance
 from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["GAP_TOLERANCE", "BackendResult", "Result", "Status", "gap_of", "hint_or_unknown"]
+__all__ = ["GAP_TOLERANCE", "GA_FORMAT", "BackendResult", "Result", "Status", "dominates", "gap_of",
+           "hint_or_unknown", "non_dominated", "objectives_of"]
+
+#: The ``format`` of a GA result file: :func:`monet_ilp.ga.nsga2.run_ga` writes it;
+#: the plots and the grader read it (here, below all three, so none imports another).
+GA_FORMAT = "monet-ilp/ga"
+
+P = TypeVar("P")
 
 
 class Status(StrEnum):
@@ -98,6 +110,52 @@ def gap_of(objective: float | None, bound: float | None) -> float | None:
     if objective == 0:
         return 0.0 if bound >= 0 else None
     return max(0.0, (objective - bound) / abs(objective))
+
+
+def objectives_of(point: Any) -> tuple[Any, ...]:
+    """The objective values of a point: ``(latency_cycles, energy_pj)`` of a mapping, else the tuple."""
+    if isinstance(point, Mapping):
+        return point["latency_cycles"], point["energy_pj"]
+    return tuple(point)
+
+
+def dominates(a: Seq[float], b: Seq[float]) -> bool:
+    """Whether objective vector ``a`` dominates ``b``: no worse in every one, better in one (all minimised)."""
+    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+
+
+def non_dominated(points: Iterable[P], key: Callable[[P], Seq[float]] = objectives_of, *,
+                  keep_equal: bool = True) -> list[P]:
+    """The points no other point dominates (:func:`dominates`), sorted by their objectives.
+
+    Parameters
+    ----------
+    points
+        Any objects; ``key`` gives their objective values (all minimised).  By default
+        mappings with ``latency_cycles`` and ``energy_pj`` (the points of a Pareto
+        file), or tuples of values.
+    key
+        The objective values of a point.
+    keep_equal
+        Whether points equal to a front point are all kept (equal points do not
+        dominate each other), or only the first of them in ``points``' order.
+
+    Returns
+    -------
+    list
+        The same objects, unchanged, sorted by ``key`` (a stable sort: equal points
+        keep their order).
+    """
+    front: list[P] = []
+    kept: list[tuple[Any, ...]] = []
+    # In objective order, a point's dominators (and its equals) all come before it.
+    for p in sorted(points, key=lambda p: tuple(key(p))):
+        values = tuple(key(p))
+        if any(dominates(q, values) or (not keep_equal and q == values) for q in kept):
+            continue
+        front.append(p)
+        kept.append(values)
+    return front
 
 
 def hint_or_unknown(instance: Instance, schedule: Schedule | Sequence | None, name: str, reason: str,
