@@ -50,7 +50,7 @@ red crosses and left out of the non-dominated set.
 from monet_ilp.plot.figures import OP_COLORS, TRANSFER_COLORS
 from monet_ilp.plot.gantt import gantt, transfer_direction
 from monet_ilp.plot.pareto import pareto, read_front
-from monet_ilp.plot.units import UNITS, pick_unit, quantity, unit_axis
+from monet_ilp.plot.axes import UNITS, pick_unit, quantity, unit_axis
 from monet_ilp.results import non_dominated
 
 __all__ = ["OP_COLORS", "TRANSFER_COLORS", "UNITS", "gantt", "non_dominated", "pareto", "pick_unit",

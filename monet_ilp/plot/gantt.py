@@ -2,7 +2,7 @@
 
 It draws what :func:`~monet_ilp.evaluate.evaluate` rebuilt from a schedule (runs,
 transfers, memory profiles); the time axis and the memory panels are in the units of
-:mod:`.units`.
+:mod:`.axes`.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from monet_ilp.plot.figures import (
     new_figure,
     save,
 )
-from monet_ilp.plot.units import quantity, unit_axis
+from monet_ilp.plot.axes import quantity, unit_axis
 from monet_ilp.schedule import Schedule, Sequence, check_made_for, load_schedule
 
 __all__ = ["gantt", "transfer_direction"]

@@ -16,7 +16,7 @@ from matplotlib.lines import Line2D
 from monet_ilp.errors import InputFormatError
 from monet_ilp.graph.ir import read_json
 from monet_ilp.plot.figures import CAPACITY_COLOR, check_output, new_figure, save
-from monet_ilp.plot.units import unit_axis
+from monet_ilp.plot.axes import unit_axis
 from monet_ilp.results import GA_FORMAT, non_dominated
 
 __all__ = ["pareto", "read_front"]

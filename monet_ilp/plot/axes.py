@@ -1,4 +1,4 @@
-"""Axis units of the plots: cycles, picojoules and bytes in the unit that keeps tick labels short.
+"""Axes of the plots: cycles, picojoules and bytes in the unit that keeps tick labels short.
 
 Axes show cycles and picojoules in the unit that keeps tick labels short (kcycles,
 Mcycles, nJ, µJ, mJ, ..., :func:`pick_unit`, chosen from the largest value drawn),
@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from matplotlib.ticker import Formatter, MaxNLocator
+
+from monet_ilp.units import human_bytes
 
 __all__ = ["UNITS", "pick_unit", "quantity", "unit_axis"]
 
@@ -48,7 +50,13 @@ def pick_unit(top: float, base: str) -> tuple[int, str]:
 
 
 def quantity(value: float, base: str) -> str:
-    """``value`` in its own unit with four significant digits: ``"6.217 Mcycles"``."""
+    """``value`` in its own unit with four significant digits: ``"6.217 Mcycles"``.
+
+    Bytes are written by the package's one byte formatter,
+    :func:`monet_ilp.units.human_bytes` (``"1.50 MiB"``).
+    """
+    if base == "B":
+        return human_bytes(int(value))
     factor, name = pick_unit(value, base)
     if factor == 1:
         return f"{value:,.0f} {name}"
