@@ -28,6 +28,9 @@ import time
 from typing import Any
 
 from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.problems.p1.milp import lp_bound
+from monet_ilp.problems.p3.data import p3_data
+from monet_ilp.solve import solve
 
 __all__ = ["Bound", "combinatorial_bounds", "lower_bounds"]
 
@@ -49,8 +52,6 @@ class Bound:
 
 def combinatorial_bounds(instance: Instance, objective: Objective | None = None) -> list[Bound]:
     """The closed-form bounds (B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance."""
-    from monet_ilp.problems.p3.data import p3_data
-
     objective = objective or instance.objective
     began = time.perf_counter()
     p3 = dataclasses.replace(instance, problem=Problem.P3, objective=Objective.LATENCY,
@@ -168,8 +169,6 @@ def lower_bounds(
         ``objective``, ``bounds`` (each a :meth:`Bound.to_dict`), ``best`` and
         ``best_source``, and ``incumbent`` (the best schedule value CP-SAT found, if any).
     """
-    from monet_ilp.solve import solve
-
     objective = instance.objective
     bounds: list[Bound] = []
     if instance.problem is not Problem.P1 and objective is not Objective.COMPUTE:
@@ -211,8 +210,6 @@ def _lp_bound(instance: Instance, time_limit: float | None) -> Bound | None:
     """The LP relaxation bound of the instance's MILP, when there is one for its class and size."""
     began = time.perf_counter()
     if instance.problem is Problem.P1:
-        from monet_ilp.problems.p1.milp import lp_bound
-
         value = lp_bound(instance, time_limit=time_limit)
         if value != value:  # nan: the LP was not solved to optimality in time
             return None

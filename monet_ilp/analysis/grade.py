@@ -24,19 +24,22 @@ from typing import Any, Callable
 from monet_ilp.analysis.bounds import combinatorial_bounds
 from monet_ilp.errors import InputFormatError
 from monet_ilp.evaluate import evaluate
+from monet_ilp.graph.ir import read_json
+from monet_ilp.heuristics.decisions import FORMAT_NAME as DECISIONS_FORMAT
+from monet_ilp.heuristics.decisions import decisions_from_dict, decode
 from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.results import GA_FORMAT, gap_of
 from monet_ilp.schedule import Schedule, Sequence, check_made_for, schedule_from_dict
+from monet_ilp.solve import solve
 
 __all__ = ["grade", "load_points"]
 
 
 def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedule | Sequence]]:
     """The schedules to grade in ``path``, each with a label."""
-    from monet_ilp.graph.ir import read_json
-
     data = read_json(path)
     fmt = data.get("format") if isinstance(data, dict) else None
-    if fmt == "monet-ilp/ga":
+    if fmt == GA_FORMAT:
         points = data.get("points")
         if not isinstance(points, list) or not points:
             raise InputFormatError("a GA result with no points", file=str(path), field="points",
@@ -53,7 +56,7 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
                 raise InputFormatError(f"GA point {k} has neither a schedule nor decisions", file=str(path),
                                        field=f"points[{k}]", fix="keep the schedule or decisions of every point")
         return out
-    if fmt == "monet-ilp/decisions":
+    if fmt == DECISIONS_FORMAT:
         return [("decisions", _decode(data, instance, str(path)))]
     schedule = schedule_from_dict(data, source=str(path))
     check_made_for(schedule, instance, source=str(path))
@@ -61,10 +64,8 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
 
 
 def _decode(decisions: dict, instance: Instance, source: str) -> Schedule:
-    from monet_ilp.heuristics.decisions import decisions_from_dict, decode
-
     data = dict(decisions)
-    data.setdefault("format", "monet-ilp/decisions")
+    data.setdefault("format", DECISIONS_FORMAT)
     return decode(instance, decisions_from_dict(data, source=source, instance=instance))
 
 
@@ -91,10 +92,8 @@ def grade(
 
     For a P1 instance (or any single-objective use) each point is graded on the
     instance's objective.  For P2/P3 each point gets a latency bound (one for all)
-    and an energy bound at its latency.
+    and an energy bound at its latency.  Gaps are :func:`monet_ilp.results.gap_of`.
     """
-    from monet_ilp.solve import solve
-
     rows: list[dict[str, Any]] = []
     timed = []
     for label, sched in points:
@@ -119,7 +118,7 @@ def grade(
         bound = result.bound
         for row in rows:
             row["bound"] = bound
-            row["gap"] = _gap(row["objective"], bound) if row["feasible"] else None
+            row["gap"] = gap_of(row["objective"], bound) if row["feasible"] else None
         tick("bound")
         return {"instance": instance.name, "objective": str(instance.objective), "points": rows,
                 "bound_source": "cpsat", "incumbent": result.objective}
@@ -139,7 +138,7 @@ def grade(
     improved = 0
     for (label, sched), row in zip(points, rows):
         row["latency_bound_cycles"] = latency_lb
-        row["latency_gap"] = _gap(row["latency_cycles"], latency_lb) if row["feasible"] else None
+        row["latency_gap"] = gap_of(row["latency_cycles"], latency_lb) if row["feasible"] else None
         if not row["feasible"]:
             row.update(energy_bound_pj=None, energy_gap=None, energy_bound_source=None)
             tick(f"{label}: infeasible")
@@ -153,7 +152,7 @@ def grade(
         row["energy_bound_pj"] = best
         row["energy_bound_source"] = "cpsat" if result.bound is not None and result.bound >= best else \
             "cheapest_energy"
-        row["energy_gap"] = _gap(row["energy_pj"], best)
+        row["energy_gap"] = gap_of(row["energy_pj"], best)
         row["solver_energy_pj"] = result.objective if result.metrics is not None and result.metrics.feasible \
             else None
         row["solver_improves"] = (row["solver_energy_pj"] is not None
@@ -171,11 +170,3 @@ def _best(points, rows, key):
     if not feasible:
         return None
     return points[min(feasible)[1]][1]
-
-
-def _gap(value, bound) -> float | None:
-    if value is None or bound is None:
-        return None
-    if value == 0:
-        return 0.0
-    return max(0.0, (value - bound) / abs(value))

@@ -17,16 +17,11 @@ from typing import Any, Callable
 
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.results import non_dominated
 from monet_ilp.schedule import save_schedule
 from monet_ilp.solve import Result, Status, solve
 
-__all__ = ["pareto_front", "dominated_by"]
-
-
-def dominated_by(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """Whether point ``a`` is dominated by point ``b`` (no worse in both, better in one)."""
-    la, ea, lb, eb = a["latency_cycles"], a["energy_pj"], b["latency_cycles"], b["energy_pj"]
-    return lb <= la and eb <= ea and (lb < la or eb < ea)
+__all__ = ["pareto_front"]
 
 
 def pareto_front(
@@ -110,16 +105,11 @@ def pareto_front(
     for cap in caps:
         run(f"energy, latency <= {cap}", Objective.ENERGY, cap)
     done = [p for p in sweep if p["latency_cycles"] is not None]
-    front = []
-    for p in done:
-        if not any(dominated_by(p, q) for q in done) and not any(
-                (q["latency_cycles"], q["energy_pj"]) == (p["latency_cycles"], p["energy_pj"]) for q in front):
-            front.append(p)
+    front = non_dominated(done, keep_equal=False)  # of equal points, the first solved
     # A point's energy bound holds for latencies up to its cap: a point found under a
     # larger cap (or none) may only claim the bound of the smallest cap above its latency.
     for p in front:
         p["energy_bound_pj"] = _energy_bound_at(p["latency_cycles"], sweep)
-    front.sort(key=lambda p: (p["latency_cycles"], p["energy_pj"]))
     return {**front_file, "points": front}
 
 

@@ -1,34 +1,17 @@
 """A MONET-style genetic algorithm: NSGA-II (pymoo) over keep/offload/recompute and core genes.
 
 A heuristic backend of P3 (Instance -> verified Schedules on a latency/energy
-front).  Each individual is a :class:`~monet_ilp.heuristics.decisions.Decisions`,
-decoded into a timed schedule by the list scheduler of
-:mod:`monet_ilp.heuristics.decisions` and scored by the evaluator
-(:func:`monet_ilp.evaluate.evaluate`), the same witness every backend answers to.
-
-Genes (integers, pymoo's ``vtype=int``):
-
-* one per saved activation (``TrainingGraph.saved_tensors`` order): 0 keep,
-  1 offload, 2 recompute (0-1 for graph inputs, which have no producer to rerun);
-* one per layer (order of first appearance): an index into the cores that run the
-  layer's first op.
+front).  The genome, its decoding and its scoring are :mod:`.genome`; this module is
+the search and the file it writes (:data:`FORMAT_NAME`, documented by :func:`run_ga`).
 
 The evolutionary machinery is pymoo's NSGA-II with uniform crossover and a
-random-reset mutation (each gene redrawn with probability 1 / genes).
+random-reset mutation (each gene redrawn with probability 1 / genes).  NSGA-II's
+constrained domination ranks every feasible individual above every infeasible one,
+and infeasible ones by their violation ``G`` (:func:`.genome.violation`).
 
-Constraint handling (penalty, not repair beyond the decoder's own): the decoder
-already repairs what it can (Belady eviction keeps every SRAM within capacity
-whenever each op fits).  An individual whose decoded schedule the evaluator still
-rejects gets pymoo's constraint violation ``G = bytes over capacity (summed over
-memories, at their peaks) + cycles over runtime_limit_cycles + number of other
-violations``; feasible individuals have ``G = 0``.  NSGA-II's constrained
-domination then ranks every feasible individual above every infeasible one, and
-infeasible ones by ``G``.
-
-Identical genomes are decoded once (a per-run cache); ``evaluations`` counts the
-decode + evaluate calls actually made, ``cache_hits`` the repeats answered from the
-cache.  The result's ``points`` are the non-dominated feasible schedules among every
-individual evaluated and every seed schedule the evaluator accepts.
+The result's ``points`` are the non-dominated feasible schedules among every
+individual evaluated and every seed schedule the evaluator accepts
+(:func:`monet_ilp.results.non_dominated`).
 """
 
 from __future__ import annotations
@@ -40,81 +23,18 @@ import numpy as np
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import Metrics, evaluate
-from monet_ilp.heuristics.decisions import (
-    POLICIES,
-    Decisions,
-    decisions_from_schedule,
-    decode_genes,
-    default_decisions,
-    plan_of,
-)
+from monet_ilp.ga.genome import OBJECTIVES, Genome, Scorer
+from monet_ilp.heuristics.decisions import decisions_from_schedule, default_decisions
 from monet_ilp.instance import Instance
+from monet_ilp.results import GA_FORMAT, non_dominated
 from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["FORMAT_NAME", "OBJECTIVES", "Genome", "run_ga", "score_genes", "violation"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "run_ga"]
 
-FORMAT_NAME = "monet-ilp/ga"
+FORMAT_NAME = GA_FORMAT
 FORMAT_VERSION = 1
-#: Objective name -> how to read it off the evaluator's metrics.
-OBJECTIVES: dict[str, Callable[[Metrics], int]] = {
-    "latency": lambda m: m.latency_cycles,
-    "energy": lambda m: m.energy.total_pj,
-}
-_POINT_KEYS = {"latency": "latency_cycles", "energy": "energy_pj"}
 
 Progress = Callable[[int, int, str], None]
-
-
-class Genome:
-    """The gene layout of one instance: bounds, and conversions to and from decisions."""
-
-    def __init__(self, instance: Instance):
-        plan = plan_of(instance)
-        self.instance, self.plan = instance, plan
-        self.n_saved = len(plan.saved)
-        self.layer_cores = [plan.layer_cores[layer] for layer in plan.layers]
-        self.upper = np.array([2 if t in plan.recomputable else 1 for t in plan.saved]
-                              + [len(cores) - 1 for cores in self.layer_cores], dtype=int)
-        self.lower = np.zeros_like(self.upper)
-
-    @property
-    def size(self) -> int:
-        return len(self.upper)
-
-    def split(self, x) -> tuple[list[int], list[str]]:
-        """Policies (indices) and layer cores of a gene vector."""
-        x = [int(v) for v in x]
-        return x[:self.n_saved], [cores[i] for cores, i in zip(self.layer_cores, x[self.n_saved:])]
-
-    def decisions(self, x) -> Decisions:
-        policy, cores = self.split(x)
-        return Decisions({t: POLICIES[p] for t, p in zip(self.plan.saved, policy)},
-                         dict(zip(self.plan.layers, cores)), {"source": "ga"})
-
-    def genes(self, decisions: Decisions) -> np.ndarray:
-        """The gene vector of ``decisions`` (unknown entries: keep, first core)."""
-        x = [min(POLICIES.index(decisions.tensors.get(t, "keep")), int(self.upper[i]))
-             for i, t in enumerate(self.plan.saved)]
-        for layer, cores in zip(self.plan.layers, self.layer_cores):
-            core = decisions.cores.get(layer)
-            x.append(cores.index(core) if core in cores else 0)
-        return np.array(x, dtype=int)
-
-    def decode(self, x, *, tidy: bool = True) -> Schedule:
-        policy, cores = self.split(x)
-        return decode_genes(self.instance, policy, cores, tidy=tidy)
-
-
-def violation(instance: Instance, metrics: Metrics) -> float:
-    """pymoo's constraint violation of a decoded schedule (module docstring); 0 if feasible."""
-    if metrics.feasible:
-        return 0.0
-    over = sum(max(0, metrics.peak_bytes.get(m.id, 0) - m.capacity_bytes) for m in instance.memories)
-    limit = instance.runtime_limit_cycles
-    late = max(0, metrics.latency_cycles - limit) if limit is not None else 0
-    others = sum(n for kind, n in metrics.violation_counts.items()
-                 if kind not in ("capacity", "runtime_limit"))
-    return float(over + late + others) or 1.0
 
 
 def run_ga(
@@ -172,6 +92,7 @@ def run_ga(
         An unknown objective, a population below 2, or an instance the decoder
         cannot schedule (inputs in SRAM).
     """
+    # pymoo takes most of a second to import: only a GA run pays for it.
     from pymoo.algorithms.moo.nsga2 import NSGA2
     from pymoo.core.problem import Problem
     from pymoo.operators.crossover.ux import UniformCrossover
@@ -189,7 +110,7 @@ def run_ga(
         raise MonetError(f"workers {workers}", field="workers", fix="use 1 or more processes")
     began = time.perf_counter()
     genome = Genome(instance)
-    scorer = _Scorer(instance, genome, objectives, workers)
+    scorer = Scorer(instance, genome, objectives, workers)
 
     class _Problem(Problem):
         def __init__(self):
@@ -242,79 +163,6 @@ def run_ga(
     }
 
 
-Score = tuple[tuple[int, ...], float, "int | float"]  # objectives, violation G, instance objective
-
-
-def score_genes(instance: Instance, genome: Genome, objectives: tuple[str, ...], x) -> Score:
-    """Decode one gene vector and evaluate it.
-
-    Returns the objective values, pymoo's ``G`` and the instance's own objective.
-    """
-    metrics = evaluate(instance, genome.decode(x, tidy=False))
-    return (tuple(OBJECTIVES[o](metrics) for o in objectives), violation(instance, metrics),
-            metrics.objective_value)
-
-
-class _Scorer:
-    """Scores gene vectors once each (a cache by genome), in this process or in a pool."""
-
-    def __init__(self, instance: Instance, genome: Genome, objectives: tuple[str, ...], workers: int):
-        self.instance, self.genome, self.objectives = instance, genome, objectives
-        self.workers = workers
-        self.cache: dict[bytes, Score] = {}
-        self.evaluations = self.hits = 0
-        self.pool = None
-        if workers > 1:
-            import multiprocessing
-            from concurrent.futures import ProcessPoolExecutor
-
-            # Spawned, not forked: the caller may run threads (a progress bar, a solver).
-            self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                            initializer=_start_worker,
-                                            initargs=(instance.to_dict(), objectives))
-
-    def score(self, X) -> list[Score]:
-        rows = np.asarray(X, dtype=int)
-        keys = [row.astype(np.int8).tobytes() for row in rows]
-        todo = {}
-        for key, row in zip(keys, rows):
-            if key in self.cache or key in todo:
-                self.hits += 1
-            else:
-                todo[key] = row
-        if todo:
-            pending = list(todo.items())
-            if self.pool is None:
-                scores = [score_genes(self.instance, self.genome, self.objectives, row)
-                          for _, row in pending]
-            else:
-                rows = np.array([row for _, row in pending])
-                chunks = np.array_split(rows, min(len(pending), 2 * self.workers))
-                scores = [s for part in self.pool.map(_score_in_worker, chunks) for s in part]
-            for (key, _), found in zip(pending, scores):
-                self.cache[key] = found
-            self.evaluations += len(pending)
-        return [self.cache[key] for key in keys]
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown()
-            self.pool = None
-
-
-_WORKER: dict[str, Any] = {}
-
-
-def _start_worker(instance_data: dict, objectives: tuple[str, ...]) -> None:
-    instance = Instance.from_dict(instance_data)
-    _WORKER.update(instance=instance, genome=Genome(instance), objectives=objectives)
-
-
-def _score_in_worker(rows) -> list[Score]:
-    instance, genome, objectives = _WORKER["instance"], _WORKER["genome"], _WORKER["objectives"]
-    return [score_genes(instance, genome, objectives, row) for row in rows]
-
-
 def _initial_rows(instance: Instance, genome: Genome, seed_schedules: list[Schedule], population: int,
                   seed: int) -> np.ndarray:
     """Seeds first (solver schedules, then all-keep / all-offload / all-recompute on the store-all
@@ -350,18 +198,14 @@ def _front(instance: Instance, genome: Genome, objectives: tuple[str, ...],
         if not cache:
             return []
         key = min(cache, key=lambda k: (cache[k][1], cache[k][0]))
-        return [_point(instance, genome, objectives, "ga", key, seeds)]
+        return [_point(instance, genome, "ga", key, seeds)]
     candidates.sort(key=lambda c: (c[0], c[1] != "seed"))  # a seed wins ties: it is the original
-    front, kept = [], []
-    for f, kind, payload in candidates:
-        if any(all(a <= b for a, b in zip(q, f)) for q in kept):
-            continue  # dominated by (or equal to) a point already kept
-        kept.append(f)
-        front.append(_point(instance, genome, objectives, kind, payload, seeds))
+    front = [_point(instance, genome, kind, payload, seeds)
+             for _, kind, payload in non_dominated(candidates, key=lambda c: c[0], keep_equal=False)]
     return sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"]))
 
 
-def _point(instance: Instance, genome: Genome, objectives, kind: str, payload, seeds) -> dict[str, Any]:
+def _point(instance: Instance, genome: Genome, kind: str, payload, seeds) -> dict[str, Any]:
     if kind == "seed":
         metrics = seeds[payload]
         decisions = decisions_from_schedule(instance, metrics.schedule)
@@ -387,6 +231,7 @@ def _point(instance: Instance, genome: Genome, objectives, kind: str, payload, s
 
 def _reset_mutation():
     """pymoo's mutation for categorical integer genes (pymoo is imported only when the GA runs)."""
+    # pymoo takes most of a second to import: only a GA run pays for it.
     from pymoo.core.mutation import Mutation
 
     class ResetMutation(Mutation):

@@ -149,7 +149,8 @@ def test_the_hint_is_returned_when_the_solver_finds_nothing_better():
 
 
 def test_pareto_front_is_non_dominated_and_bounded(tmp_path):
-    from monet_ilp.analysis.pareto import dominated_by, pareto_front
+    from monet_ilp.analysis.pareto import pareto_front
+    from monet_ilp.results import dominated_by
 
     front = pareto_front(small(), points=4, time_limit=30, workers=2, schedule_dir=tmp_path / "s")
     points = front["points"]
