@@ -1,7 +1,7 @@
 """Plots of a results directory, one function per plot, drawn with matplotlib's Agg canvas.
 
 Figures are built with :class:`matplotlib.figure.Figure` directly (no pyplot, so
-no global backend is switched), and written as PNG.  Only verified schedules are
+no global backend is switched; :func:`monet_ilp.plot.new_figure`), and written as PNG.  Only verified schedules are
 plotted (README, "Statuses").  Each ``plot_*`` function writes its file and
 returns the path; the matching ``*_figure`` function builds the figure without
 writing it.  Counts have integer ticks, latencies and energies are in the unit
@@ -15,8 +15,12 @@ import hashlib
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from matplotlib.ticker import MaxNLocator
+
 from monet_ilp.batch.job import canonical_json
-from monet_ilp.batch.summary import _time_of, is_solved
+from monet_ilp.batch.summary import is_solved, time_of
+from monet_ilp.plot import new_figure, unit_axis
+from monet_ilp.results import non_dominated
 
 __all__ = ["gap_histogram_figure", "instance_group", "pareto_front", "pareto_front_figure",
            "plot_gap_histogram", "plot_pareto_front", "plot_results", "plot_time_to_solve",
@@ -28,12 +32,7 @@ _SOLVER_PARAMS = ("backend", "label", "options", "objective", "alpha", "runtime_
 
 
 def _figure(width: float = 8.0, height: float = 4.2):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height), dpi=110, layout="constrained")
-    FigureCanvasAgg(fig)
-    return fig
+    return new_figure(width, height)
 
 
 def _legend_outside(ax, **kwargs) -> None:
@@ -45,8 +44,6 @@ def _legend_outside(ax, **kwargs) -> None:
 
 def _integer_counts(axis) -> None:
     """Ticks at whole numbers only: the axis counts records."""
-    from matplotlib.ticker import MaxNLocator
-
     axis.set_major_locator(MaxNLocator(integer=True))
 
 
@@ -67,7 +64,7 @@ def time_to_solve_figure(records: Iterable[Mapping[str, Any]]):
     fig = _figure()
     ax = fig.add_subplot()
     for label, group in _by_label(records).items():
-        times = sorted(t for r in group if is_solved(r) and (t := _time_of(r)) is not None)
+        times = sorted(t for r in group if is_solved(r) and (t := time_of(r)) is not None)
         if not times:
             ax.plot([], [], label=f"{label} (0/{len(group)})")
             continue
@@ -138,11 +135,7 @@ def instance_group(record: Mapping[str, Any]) -> str:
 
 def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
     """The non-dominated points (both coordinates minimised), by increasing first coordinate."""
-    front: list[tuple[float, float]] = []
-    for x, y in sorted(set(points)):
-        if not front or y < front[-1][1]:
-            front.append((x, y))
-    return front
+    return non_dominated(set(points), keep_equal=False)
 
 
 def pareto_front_figure(records: Iterable[Mapping[str, Any]], title: str = ""):
@@ -150,8 +143,6 @@ def pareto_front_figure(records: Iterable[Mapping[str, Any]], title: str = ""):
 
     Both axes are in the unit that keeps tick labels short (named in the labels).
     """
-    from monet_ilp.plot import unit_axis
-
     fig = _figure()
     ax = fig.add_subplot()
     records = [r for r in records if is_solved(r) and r.get("latency_cycles") is not None

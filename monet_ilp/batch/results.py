@@ -19,6 +19,11 @@ from typing import Any, Iterable, Mapping
 from monet_ilp.batch.job import RECORD_FORMAT, canonical_json
 from monet_ilp.errors import MonetError
 
+try:
+    import fcntl
+except ImportError:  # not POSIX: results are written without a lock
+    fcntl = None  # type: ignore[assignment]
+
 __all__ = [
     "RESULTS_FILE",
     "SCHEDULES_DIR",
@@ -168,9 +173,7 @@ class ResultsLog:
 
     def _lock(self) -> None:
         self._lock_fd = os.open(self.dir / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            import fcntl
-        except ImportError:  # not POSIX: no lock
+        if fcntl is None:  # not POSIX: no lock
             return
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

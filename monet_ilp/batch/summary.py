@@ -15,7 +15,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-__all__ = ["TIME_SHIFT_S", "BackendSummary", "shifted_geomean", "summarize_records", "write_csv"]
+__all__ = ["TIME_SHIFT_S", "BackendSummary", "is_solved", "shifted_geomean", "summarize_records", "time_of",
+           "write_csv"]
 
 #: Shift of the geometric mean of times, in seconds.
 TIME_SHIFT_S = 1.0
@@ -66,7 +67,8 @@ def shifted_geomean(values: Iterable[float], shift: float = TIME_SHIFT_S) -> flo
     return math.exp(sum(math.log(v + shift) for v in values) / len(values)) - shift
 
 
-def _time_of(record: Mapping[str, Any]) -> float | None:
+def time_of(record: Mapping[str, Any]) -> float | None:
+    """The solve time of a record, in seconds: its wall time, or for a timeout its time until the kill."""
     if record.get("wall_time_s") is not None:
         return float(record["wall_time_s"])
     if record.get("status") == "timeout" and record.get("elapsed_s") is not None:
@@ -90,7 +92,7 @@ def summarize_records(records: Iterable[Mapping[str, Any]]) -> list[BackendSumma
         status = [r.get("status") for r in group]
         solved = [r for r in group if is_solved(r)]
         gaps = [float(r["gap"]) for r in solved if r.get("gap") is not None]
-        times = [t for t in map(_time_of, group) if t is not None]
+        times = [t for t in map(time_of, group) if t is not None]
         out.append(BackendSummary(
             backend=label,
             jobs=len(group),
