@@ -27,6 +27,20 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from monet_ilp.analysis.bounds import combinatorial_bounds
+from monet_ilp.evaluate import evaluate
+from monet_ilp.ga.nsga2 import run_ga
+from monet_ilp.graph import zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.decisions import Decisions, decode, plan_of
+from monet_ilp.heuristics.memory_aware import memory_aware_schedule
+from monet_ilp.heuristics.store_all import store_all_schedule
+from monet_ilp.instance import Objective
+from monet_ilp.make import make_instance
+from monet_ilp.plot import gantt, pareto
+from monet_ilp.results import gap_of
+from monet_ilp.schedule import schedule_from_dict
+from monet_ilp.solve import solve
 from monet_ilp.terminal import show
 
 
@@ -44,8 +58,6 @@ class DemoRow:
 
 
 def _chen_sqrt(instance, core_of_layer):
-    from monet_ilp.heuristics.decisions import Decisions, decode, plan_of
-
     plan = plan_of(instance)
     recomputable = [t for t in plan.saved if t in plan.recomputable]
     step = max(1, math.isqrt(len(recomputable)) + (0 if math.isqrt(len(recomputable)) ** 2 == len(recomputable) else 1))
@@ -57,19 +69,6 @@ def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float 
               generations: int = 12, population: int = 32, out_dir: str | Path = "monet_demo",
               workers: int = 2) -> tuple[list[DemoRow], dict[str, Any]]:
     """Build, schedule, evaluate and bound; one row per method, and what was written where."""
-    from monet_ilp.analysis.bounds import combinatorial_bounds
-    from monet_ilp.evaluate import evaluate
-    from monet_ilp.ga.nsga2 import run_ga
-    from monet_ilp.graph import zoo
-    from monet_ilp.hardware.presets import preset
-    from monet_ilp.heuristics.memory_aware import memory_aware_schedule
-    from monet_ilp.heuristics.store_all import store_all_schedule
-    from monet_ilp.instance import Objective
-    from monet_ilp.make import make_instance
-    from monet_ilp.plot import gantt, pareto
-    from monet_ilp.schedule import schedule_from_dict
-    from monet_ilp.solve import solve
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     graph = zoo.resnet18(variant="cifar", batch=batch)
@@ -112,8 +111,8 @@ def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float 
         m = evaluate(inst, sched)
         peak = max(m.peak_bytes[c.memory] for c in inst.cores)
         rows.append(DemoRow(name, m.feasible, dict(m.violation_counts), m.latency_cycles, m.energy.total_pj, peak,
-                            (m.latency_cycles - latency_lb) / m.latency_cycles if m.feasible else None,
-                            (m.energy.total_pj - energy_lb) / m.energy.total_pj if m.feasible else None,
+                            gap_of(m.latency_cycles, latency_lb) if m.feasible else None,
+                            gap_of(m.energy.total_pj, energy_lb) if m.feasible else None,
                             seconds[name]))
     files = {"gantt": out / "gantt_cpsat.png", "pareto": out / "pareto_ga.png"}
     if result.schedule is not None:
