@@ -1,32 +1,112 @@
-"""A CP-SAT solver set up the same way for every interval model (P2, P3), and its bound."""
+"""One CP-SAT runner for every problem class: parameters, workers, time limit, log, hints.
+
+A backend builds its ``cp_model.CpModel``, hints it through :class:`Hints`, and runs it
+with :func:`run_cpsat`, which sets the solver up the same way for P1, P2 and P3:
+
+- the time limit is what the backend's :class:`~monet_ilp.engines.deadline.Deadline`
+  leaves when the solver starts, less its wrap-up (``formulations/time_limits.md``);
+- workers default to the machine's cores, at most :data:`MAX_DEFAULT_WORKERS`
+  (:func:`~monet_ilp.engines.default_workers`);
+- ``defaults`` (the backend's own parameters, e.g. an extra subsolver) and then the
+  caller's ``params`` are set by name, after everything else; a list or tuple replaces
+  a repeated field's value (``extra_subsolvers=["objective_lb_search"]``), so a
+  caller's list overrides the backend's.
+"""
 
 from __future__ import annotations
 
 import math
-import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ortools.sat.python import cp_model
 
-__all__ = ["configured_solver", "integer_bound"]
+from monet_ilp.engines import default_workers
+from monet_ilp.engines.deadline import Deadline
+
+__all__ = ["CpSatRun", "Hints", "configured_solver", "integer_bound", "run_cpsat"]
 
 
-def configured_solver(time_limit: float | None, workers: int | None, seed: int, log: bool,
-                      params: dict[str, Any] | None) -> cp_model.CpSolver:
-    """A solver with the time limit, workers (default: the cores, at most 8), seed, log and extra parameters."""
+def configured_solver(*, time_limit: float | None = None, workers: int | None = None,
+                      seed: int = 0, log: bool = False,
+                      params: Mapping[str, Any] | None = None,
+                      defaults: Mapping[str, Any] | None = None) -> cp_model.CpSolver:
+    """A solver with the time limit, workers, seed, log, then ``defaults`` and ``params``.
+
+    Parameters are CP-SAT's ``SatParameters`` fields by name; a list or tuple replaces a
+    repeated field's value.  ``params`` wins over ``defaults`` name by name.
+    """
     solver = cp_model.CpSolver()
     p = solver.parameters
     if time_limit is not None:
         p.max_time_in_seconds = float(time_limit)
-    p.num_workers = int(workers) if workers else min(8, os.cpu_count() or 1)
+    p.num_workers = default_workers(workers)
     p.random_seed = int(seed)
     p.log_search_progress = bool(log)
-    for key, value in (params or {}).items():
-        if isinstance(value, (list, tuple)):  # repeated fields (e.g. extra_subsolvers) are extended
-            getattr(p, key).extend(value)
+    for name, value in {**(defaults or {}), **(params or {})}.items():
+        if isinstance(value, (list, tuple)):
+            repeated = getattr(p, name)
+            repeated.clear()
+            repeated.extend(value)
         else:
-            setattr(p, key, value)
+            setattr(p, name, value)
     return solver
+
+
+@dataclass
+class CpSatRun:
+    """What :func:`run_cpsat` returns: the solver (for values and bounds), its status code,
+    and the seconds ``solve`` took on this process's clock."""
+
+    solver: cp_model.CpSolver
+    status: int
+    seconds: float
+
+    @property
+    def status_name(self) -> str:
+        return str(self.solver.status_name(self.status))
+
+    @property
+    def has_solution(self) -> bool:
+        return self.status in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+
+
+def run_cpsat(model: cp_model.CpModel, *, deadline: Deadline | None = None,
+              workers: int | None = None, seed: int = 0, log: bool = False,
+              params: Mapping[str, Any] | None = None,
+              defaults: Mapping[str, Any] | None = None) -> CpSatRun:
+    """Solve ``model`` with :func:`configured_solver`, limited to what ``deadline`` leaves now.
+
+    The caller checks beforehand that the deadline has not passed (it knows what to
+    return then); without a deadline, or with an unlimited one, CP-SAT runs until it
+    proves its answer.
+    """
+    limit = None if deadline is None else deadline.solver_limit()
+    solver = configured_solver(time_limit=limit, workers=workers, seed=seed, log=log,
+                               params=params, defaults=defaults)
+    began = time.perf_counter()
+    status = solver.solve(model)
+    return CpSatRun(solver, status, time.perf_counter() - began)
+
+
+class Hints:
+    """Hints for one model: ``hints(var, value)`` hints a variable and counts it.
+
+    Constants (a model that fixed a variable holds an ``int`` in its place) and absent
+    variables (``None``) are skipped, so that a builder can hint every key it knows.
+    """
+
+    def __init__(self, model: cp_model.CpModel):
+        self.model = model
+        self.count = 0
+
+    def __call__(self, var: Any, value: Any) -> None:
+        if var is None or isinstance(var, int):
+            return
+        self.model.add_hint(var, int(value))
+        self.count += 1
 
 
 def integer_bound(bound: float) -> int:

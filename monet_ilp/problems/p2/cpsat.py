@@ -30,7 +30,7 @@ from monet_ilp.problems.p2.data import (
     timed_schedule,
     trace_schedule,
 )
-from monet_ilp.engines.cpsat import configured_solver, integer_bound
+from monet_ilp.engines.cpsat import Hints, integer_bound, run_cpsat
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
@@ -467,13 +467,7 @@ class P2CpModel:
         What the model cannot express (more runs or page-ins than it has) is left out.
         """
         m, data = self.model, self.data
-        hinted = 0
-
-        def hint(var, value) -> None:
-            nonlocal hinted
-            if var is not None and not isinstance(var, int):
-                m.add_hint(var, int(value))
-                hinted += 1
+        hint = Hints(m)
 
         for op in data.ops:
             starts = trace.runs.get(op.index, [])
@@ -512,7 +506,7 @@ class P2CpModel:
         hint(self.makespan, trace.makespan)
         if self.static is not None:
             hint(self.static, data.static_pj(trace.makespan))
-        return hinted
+        return hint.count
 
     # ------------------------------------------------------------ solutions
     def schedule(self, solver: cp_model.CpSolver, meta: dict[str, Any]) -> Schedule:
@@ -672,9 +666,10 @@ def solve_p2_cpsat(
     proto = built.model.proto
     stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
 
-    solver = configured_solver(deadline.solver_limit(), workers, seed, log, params)
-    code = solver.solve(built.model)
-    stats.update(solver_status=solver.status_name(code), solve_seconds=round(solver.wall_time, 3),
+    run = run_cpsat(built.model, deadline=deadline, workers=workers, seed=seed, log=log,
+                    params=params)
+    solver, code = run.solver, run.status
+    stats.update(solver_status=run.status_name, solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))
     if code == cp_model.INFEASIBLE:
         return BackendResult(Status.INFEASIBLE, message=f"CP-SAT proved infeasibility ({limits})",

@@ -18,7 +18,7 @@ from typing import Any
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
-from monet_ilp.engines.cpsat import configured_solver, integer_bound
+from monet_ilp.engines.cpsat import Hints, integer_bound, run_cpsat
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.problems.p3.data import (
     DEFAULT_MAX_COMPUTES,
@@ -543,13 +543,7 @@ class P3CpModel:
         m, data = self.model, self.data
         index = {op.id: op.index for op in data.ops}
         pinned_mems = {(t, mem) for t, mem in schedule.pinned}
-        hinted = 0
-
-        def hint(var, value) -> None:
-            nonlocal hinted
-            if var is not None and not isinstance(var, int):
-                m.add_hint(var, int(value))
-                hinted += 1
+        hint = Hints(m)
 
         starts: dict[int, list] = {}
         for r in sorted(schedule.ops):
@@ -633,7 +627,7 @@ class P3CpModel:
             for n, y in choice:
                 hint(y, n == n_read)
         hint(self.makespan, span)
-        return hinted
+        return hint.count
 
     # ------------------------------------------------------------ solutions
     def schedule(self, solver: cp_model.CpSolver, meta: dict[str, Any]) -> tuple[Schedule, dict[str, Any]]:
@@ -790,10 +784,10 @@ def solve_p3_cpsat(
     proto = built.model.proto
     stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
 
-    solver = configured_solver(deadline.solver_limit(), workers, seed, log,
-                               {**DEFAULT_PARAMS, **(params or {})})
-    code = solver.solve(built.model)
-    stats.update(solver_status=solver.status_name(code), solve_seconds=round(solver.wall_time, 3),
+    run = run_cpsat(built.model, deadline=deadline, workers=workers, seed=seed, log=log,
+                    params=params, defaults=DEFAULT_PARAMS)
+    solver, code = run.solver, run.status
+    stats.update(solver_status=run.status_name, solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))
     if code == cp_model.INFEASIBLE:
         return BackendResult(Status.INFEASIBLE, stats=stats,

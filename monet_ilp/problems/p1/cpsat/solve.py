@@ -9,7 +9,6 @@ returned is the sequence's compute cost, which the evaluator recomputes.
 from __future__ import annotations
 
 import math
-import os
 import time
 from typing import Any
 
@@ -27,6 +26,7 @@ from monet_ilp.problems.p1.cpsat.hints import (
 )
 from monet_ilp.problems.p1.cpsat.repair import best_repair
 from monet_ilp.problems.p1.cpsat.variables import P1Vars
+from monet_ilp.engines.cpsat import Hints, run_cpsat
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status
@@ -148,7 +148,7 @@ def solve_cpsat(
     if deadline.passed():
         return _hint_or_unknown(instance, grid, chosen, trivial_bound, max_computes, stats, started,
                                 "time limit reached before CP-SAT could start")
-    solver, status = _run(v, deadline.solver_limit(), workers, log, seed, params, stats)
+    solver, status = _run(v, deadline, workers, log, seed, params, stats)
 
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         cells = {key[1:] for key, x in v.var.items() if key[0] == "R" and solver.value(x)}
@@ -220,7 +220,7 @@ def min_budget_cpsat(
     if deadline.passed():
         return best.peak * grid.scale, False
     stats: dict[str, Any] = {}
-    solver, status = _run(v, deadline.solver_limit(), workers, log, seed, None, stats)
+    solver, status = _run(v, deadline, workers, log, seed, None, stats)
     if status == cp_model.OPTIMAL:
         return int(round(solver.objective_value)) * grid.scale, True
     if status == cp_model.FEASIBLE:
@@ -332,6 +332,7 @@ def _within_computes(c: Completion, max_computes: int | None) -> bool:
 
 def add_hint(v: P1Vars, c: Completion) -> None:
     """Hint every variable of ``v`` with its value in ``c`` (absent booleans: 0)."""
+    hints = Hints(v.model)
     for done, (key, x) in enumerate(v.var.items()):
         if done % 4096 == 0:
             v.check("hint", done, len(v.var))
@@ -339,34 +340,20 @@ def add_hint(v: P1Vars, c: Completion) -> None:
         if value is None and key[0] in ("R", "F", "S", "Sin", "FREE", "present"):
             value = 0
         if value is not None:
-            v.model.add_hint(x, value)
+            hints(x, value)
 
 
-def _run(v: P1Vars, time_limit, workers, log, seed, params, stats):
-    solver = cp_model.CpSolver()
-    p = solver.parameters
-    p.num_workers = int(workers) if workers else min(8, os.cpu_count() or 1)
-    if time_limit is not None:
-        p.max_time_in_seconds = float(time_limit)
-    p.log_search_progress = bool(log)
-    p.random_seed = int(seed)
-    for name, value in {**DEFAULT_PARAMS, **(params or {})}.items():
-        if isinstance(value, (list, tuple)):
-            field = getattr(p, name)
-            field.clear()
-            field.extend(value)
-        else:
-            setattr(p, name, value)
-    start = time.perf_counter()
-    status = solver.solve(v.model)
+def _run(v: P1Vars, deadline, workers, log, seed, params, stats):
+    run = run_cpsat(v.model, deadline=deadline, workers=workers, seed=seed, log=log,
+                    params=params, defaults=DEFAULT_PARAMS)
     stats.update(
-        solver_status=solver.status_name(status),
-        solve_seconds=round(time.perf_counter() - start, 3),
-        workers=p.num_workers,
-        conflicts=solver.num_conflicts,
-        branches=solver.num_branches,
+        solver_status=run.status_name,
+        solve_seconds=round(run.seconds, 3),
+        workers=run.solver.parameters.num_workers,
+        conflicts=run.solver.num_conflicts,
+        branches=run.solver.num_branches,
     )
-    return solver, status
+    return run.solver, run.status
 
 
 def _bound(solver, trivial: int, objective: int | None) -> int:
