@@ -132,7 +132,7 @@ def build_graph(model: Mapping[str, Any], path: str | None):
             if isinstance(params.get(name), list):
                 params[name] = tuple(params[name])
         if kind == "chain":
-            from monet_ilp.problems.p1.dp import chain_graph
+            from monet_ilp.graph.chain import chain_graph
 
             return chain_graph(**params)
         from monet_ilp.graph.random_dag import random_layered

@@ -273,7 +273,7 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
                           "write e.g. chain: {length: 8, costs: [1, 10]}" if kind == "chain"
                           else "write e.g. random: {n: 50, seed: 0}")
         if kind == "chain":
-            from monet_ilp.problems.p1.dp import chain_graph as builder
+            from monet_ilp.graph.chain import chain_graph as builder
         else:
             from monet_ilp.graph.random_dag import random_layered as builder
         allowed = _allowed_params(builder, drop=("name",))

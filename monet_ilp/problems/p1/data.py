@@ -1,9 +1,14 @@
-"""The stage grid of P1: nodes, sizes, costs and the (stage, node) cells a schedule may use.
+"""The data of P1 that every backend reads: the entry rules, then ops, costs, sizes, reads, domains.
 
-First step of the CP-SAT backend: an :class:`~monet_ilp.instance.Instance` becomes a
-:class:`Grid`, the plain data both encodings are built from (``formulations/p1_cpsat.md``,
-"Data" and "Domains").  Everything here is integer and solver-free, so the hint and
-extraction code can use it too.
+Place in the pipeline: an :class:`~monet_ilp.instance.Instance` of class P1
+(``formulations/p1_problem.md``) passes :func:`check_p1`, then :func:`p1_data` turns
+it into a :class:`P1Data`, the plain integer data both exact models are built from:
+the CP-SAT model (``formulations/p1_cpsat.md``, "Data" and "Domains" D0-D3) and the
+stage MILP (``formulations/p1_milp.md`` §1 and the domain of §4, D1-D4).  The chain
+DP (``formulations/dp.md``) reads its own chain view of the graph, but passes the same
+:func:`check_p1` and holds the same budget (:func:`persistent_bytes_held`).
+Everything here is integer and solver-free, so the hint, rounding and extraction
+code use it too.
 """
 
 from __future__ import annotations
@@ -15,65 +20,151 @@ from functools import cached_property
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import OpKind
 from monet_ilp.instance import Instance, Problem
+from monet_ilp.problems.registry import check_call, find
+
+__all__ = ["P1Data", "check_max_computes", "check_p1", "p1_data", "persistent_bytes_held"]
+
+_MAKE_P1 = "build the instance with p1_instance or make_instance(problem='P1')"
 
 
+# ===================================================================== entry rules
+def check_p1(instance: Instance, backend: str | None = None) -> None:
+    """Refuse an instance no P1 model can take: the rules of every P1 backend, stated once.
+
+    1. The instance is of class P1 (``p1_problem.md``).
+    2. With ``backend`` (its name in :mod:`monet_ilp.problems.registry`): the
+       objective is one that backend minimises, refused in the registry's words
+       (:func:`monet_ilp.solve` checks this first; this is the check of a direct call).
+    3. One core, whose memory holds the graph inputs.
+    4. Every op is costed on that core.
+
+    The budget is no entry rule: the values get the capacity less the persistent bytes
+    the core memory holds (:func:`persistent_bytes_held`, E1.5); when that is
+    negative the instance is infeasible, which each backend reports as a result.
+
+    Raises
+    ------
+    MonetError
+        With ``field`` ``problem``, ``objective``, ``cores`` or ``costs.<op>``.
+    """
+    if instance.problem is not Problem.P1:
+        who = f"backend {backend!r}" if backend else "the P1 models"
+        raise MonetError(f"{who} solves P1, but instance {instance.name!r} is {instance.problem}",
+                         field="problem", fix=_MAKE_P1)
+    if backend is not None:
+        check_call(find(backend, Problem.P1), instance.objective, {})
+    if len(instance.cores) != 1 or instance.cores[0].memory != instance.input_home:
+        raise MonetError(
+            f"P1 runs on one core whose memory holds the graph inputs; instance {instance.name!r} "
+            f"has {len(instance.cores)} core(s) and its inputs in {instance.input_home!r}",
+            field="cores", fix=_MAKE_P1)
+    core = instance.cores[0].id
+    for op in instance.graph.ops:
+        if core not in instance.costs.get(op.id, {}):
+            raise MonetError(f"op {op.id!r} is not costed on core {core!r}", field=f"costs.{op.id}",
+                             fix="cost every op on the P1 core")
+
+
+def persistent_bytes_held(instance: Instance) -> int:
+    """The persistent bytes the P1 core's memory holds all along (E1.5): 0 unless modelled there."""
+    if instance.persistent_home != instance.cores[0].memory:
+        return 0
+    return sum(t.bytes for t in instance.graph.tensors if t.persistent)
+
+
+def check_max_computes(max_computes: int | None) -> None:
+    """``max_computes`` is ``None`` (no limit) or a positive integer (1 forbids recomputation)."""
+    if max_computes is not None and (isinstance(max_computes, bool) or not isinstance(max_computes, int)
+                                     or max_computes < 1):
+        raise MonetError(f"max_computes must be a positive integer, got {max_computes!r}",
+                         field="max_computes",
+                         fix="pass an integer >= 1 (1 forbids recomputation), or None for no limit")
+
+
+# ========================================================================== the data
 @dataclass(frozen=True)
-class Grid:
-    """The data of one P1 model (see ``formulations/p1_cpsat.md``, "Data").
+class P1Data:
+    """The data of one P1 model: ``p1_cpsat.md`` "Data", ``p1_milp.md`` §1.
 
     Nodes are numbered ``0 .. n-1`` in the order of the model: the graph's op order
-    with ``fixed_order``, otherwise the non-optimizer ops in graph order followed by
-    the optimizer ops.  Stage ``t`` (``0 .. n-1``) ends with the first computation of
-    one node (of node ``t`` with ``fixed_order``) and sweeps its nodes ``passes``
-    times in node order (its *slots*, :attr:`stage_slots`).  Graph inputs that some
-    op reads are the *inputs* ``0 .. q-1``; unread inputs are released before the
-    first computation and play no part.
+    with ``fixed_order`` (the MILP's ``v_0 .. v_{n-1}``), otherwise the
+    non-optimizer ops in graph order followed by the optimizer ops.  Stage ``t``
+    (``0 .. n-1``) ends with the first computation of one node (of node ``t`` with
+    ``fixed_order``); in the CP-SAT model it sweeps its nodes ``passes`` times in node
+    order (its *slots*, :attr:`stage_slots`).  Graph inputs that some op reads are the
+    *inputs* ``0 .. q-1``, numbered in the order ops first read them; unread inputs
+    are released before the first computation and play no part.
+
+    The MILP indexes *values* (:attr:`n_values`): value ``i < n`` is the set of
+    non-persistent outputs of node ``i`` (kept and freed together), value ``n + g``
+    is input ``g``; :attr:`value_bytes`, :attr:`tensors`, :attr:`reads`,
+    :attr:`users` and :attr:`horizon` are that view.
 
     Attributes
     ----------
+    name, core
+        The instance's name and its one core.
     ops
         Op id of each node.
     cost
         ``c_i``: compute cycles of each node (may be 0).
     size_bytes, size
         ``m_i``: bytes of the node's non-persistent outputs, and the same divided by
-        ``scale`` (the gcd of all sizes), which is what the model uses.
+        ``scale``, which is what the CP-SAT model uses.
+    scale
+        The gcd of all sizes, nodes and inputs (``s`` of ``p1_cpsat.md``, ``g`` of
+        ``p1_milp.md``): memory counts in this unit, so every figure is an exact integer.
+    outputs
+        The ids of each node's non-persistent output tensors.
     preds
         Nodes whose non-persistent outputs node ``i`` reads (all ``< i``).
     consumers
-        The inverse of ``preds``.
+        The inverse of ``preds``, increasing.
     after
         Nodes that produce a persistent tensor node ``i`` reads (a weight gradient
         read by an optimizer op): they must be first computed before ``i``.
     input_ids, input_size_bytes, input_size, input_readers, node_inputs
-        The read graph inputs, their sizes, the nodes reading each, and the inputs
-        each node reads.
+        The read graph inputs, their sizes (bytes and scaled), the nodes reading each
+        (increasing), and the inputs each node reads.
+    unread_inputs
+        Graph inputs no op reads: released before the first computation.
     first
         ``[ef_i, lf_i]``: the stages in which node ``i`` may be computed for the
-        first time (a single stage with ``fixed_order``).
+        first time (a single stage with ``fixed_order``; ``p1_cpsat.md`` D0).
     compute_stages
-        ``[lo, hi]``: the stages in which node ``i`` may be computed at all (D1).
+        ``[lo, hi]``: the stages in which node ``i`` may be computed at all
+        (``p1_cpsat.md`` D1).
     retain_stages
-        ``[lo, hi]``: the stages at whose start node ``i`` may be resident (D2);
-        empty when ``lo > hi``.
+        ``[lo, hi]``: the stages at whose start node ``i`` may be resident
+        (``p1_cpsat.md`` D2); empty when ``lo > hi``.
     input_retain_last
-        The last stage at whose start input ``g`` may still be resident (D3).
-    recompute_last
-        The last stage in which a recomputation may happen (the stage of the first
-        optimizer op: P1's update-hazard rule), ``n - 1`` when there is none.
+        The last stage at whose start input ``g`` may still be resident
+        (``p1_cpsat.md`` D3).
+    first_update
+        The node of the first optimizer op, ``n`` when there is none (``t_u`` of
+        ``p1_milp.md``, D2): P1's update-hazard rule allows no recomputation after it.
+    capacity_bytes, persistent_bytes
+        The core memory's capacity, and the persistent bytes it holds (E1.5).
     budget_bytes
-        ``B``; the model uses :attr:`budget` ``= floor(B / scale)``.
+        ``B'``: what the values may hold, the capacity less the persistent bytes (a
+        smaller figure when the LP rounding asks for slack); :attr:`budget` is
+        ``floor(B' / scale)``.
     passes
-        Sweeps per stage (``p1_cpsat.md``, "What the model searches").
+        Sweeps per stage of the CP-SAT model (``p1_cpsat.md``, "What the model searches").
+    max_computes
+        ``C``: computations allowed per op in the MILP (``p1_milp.md`` D3, C8); ``n``
+        (no limit) by default.  The CP-SAT model takes its limit (C6) when built.
     """
 
     name: str
+    core: str
     fixed_order: bool
     ops: tuple[str, ...]
     cost: tuple[int, ...]
     size_bytes: tuple[int, ...]
     size: tuple[int, ...]
     scale: int
+    outputs: tuple[tuple[str, ...], ...]
     preds: tuple[tuple[int, ...], ...]
     consumers: tuple[tuple[int, ...], ...]
     after: tuple[tuple[int, ...], ...]
@@ -82,13 +173,17 @@ class Grid:
     input_size: tuple[int, ...]
     input_readers: tuple[tuple[int, ...], ...]
     node_inputs: tuple[tuple[int, ...], ...]
+    unread_inputs: tuple[str, ...]
     first: tuple[tuple[int, int], ...]
     compute_stages: tuple[tuple[int, int], ...]
     retain_stages: tuple[tuple[int, int], ...]
     input_retain_last: tuple[int, ...]
-    recompute_last: int
+    first_update: int
+    capacity_bytes: int
+    persistent_bytes: int
     budget_bytes: int
-    passes: int = 1
+    passes: int
+    max_computes: int
 
     @property
     def n(self) -> int:
@@ -98,6 +193,12 @@ class Grid:
     def budget(self) -> int:
         return self.budget_bytes // self.scale
 
+    @property
+    def recompute_last(self) -> int:
+        """``h`` of ``p1_cpsat.md``: the last stage in which a recomputation may happen."""
+        return min(self.first_update, self.n - 1)
+
+    # ------------------------------------------------------- the CP-SAT grid
     def can_compute(self, t: int, i: int) -> bool:
         lo, hi = self.compute_stages[i]
         return lo <= t <= hi
@@ -170,51 +271,126 @@ class Grid:
             best = max(best, sum(self.input_size) + min(self.size[k] for k in starters))
         return best
 
+    # ------------------------------------------------------- the MILP's values
+    @property
+    def n_values(self) -> int:
+        return self.n + len(self.input_ids)
 
-def build_grid(
-    instance: Instance, *, fixed_order: bool = True, passes: int = 1, budget_bytes: int | None = None
-) -> Grid:
-    """The :class:`Grid` of a P1 instance (``formulations/p1_cpsat.md``).
+    def is_input(self, e: int) -> bool:
+        return e >= self.n
+
+    def label(self, e: int) -> str:
+        """A short column-name label of value ``e``: the node, or ``x<g>`` for input ``g``."""
+        return str(e) if e < self.n else f"x{e - self.n}"
+
+    @cached_property
+    def value_bytes(self) -> tuple[int, ...]:
+        """``m_e`` of every value (nodes, then inputs), bytes."""
+        return self.size_bytes + self.input_size_bytes
+
+    @cached_property
+    def tensors(self) -> tuple[tuple[str, ...], ...]:
+        """The tensor ids of every value (what a ``Release`` names)."""
+        return self.outputs + tuple((t,) for t in self.input_ids)
+
+    @cached_property
+    def reads(self) -> tuple[tuple[int, ...], ...]:
+        """``reads(j)``: the values node ``j`` reads (nodes and inputs), increasing."""
+        n = self.n
+        return tuple(tuple(sorted(p + tuple(n + g for g in gs)))
+                     for p, gs in zip(self.preds, self.node_inputs))
+
+    @cached_property
+    def users(self) -> tuple[tuple[int, ...], ...]:
+        """``users(e)``: the nodes that read value ``e``, increasing."""
+        return self.consumers + self.input_readers
+
+    @cached_property
+    def horizon(self) -> tuple[int, ...]:
+        """``h(e)`` (``p1_milp.md`` D1): the largest node reading ``e`` directly or through a
+        chain of nodes (``i`` itself for a node nobody reads)."""
+        n = self.n
+        horizon = [0] * self.n_values
+        for i in range(n - 1, -1, -1):
+            horizon[i] = max([i] + [horizon[j] for j in self.consumers[i]])
+        for g, readers in enumerate(self.input_readers):
+            horizon[n + g] = max(horizon[j] for j in readers)
+        return tuple(horizon)
+
+    def recompute(self, t: int, i: int) -> int | None:
+        """The MILP's ``R[t,i]`` (``p1_milp.md`` §4): ``None`` for a decision variable, else its
+        constant value."""
+        if i == t:
+            return 1  # p1_milp.md C1: v_t is computed for the first time in stage t
+        if i > t:
+            return 0  # p1_milp.md C1: lower triangular
+        if self.max_computes <= 1 or t > self.first_update or t > self.horizon[i]:
+            return 0  # p1_milp.md D3, D2, D1
+        return None
+
+    def retain(self, t: int, e: int) -> int | None:
+        """The MILP's ``S[t,e]`` (``e`` resident when stage ``t`` starts): ``None`` or a constant."""
+        if t >= self.n or t > self.horizon[e]:
+            return 0  # nothing follows the last stage; p1_milp.md D1
+        users = self.users[e]
+        if e < self.n:
+            if t <= e:
+                return 0  # p1_milp.md C1: not computed yet
+        elif t <= users[0]:
+            return 1  # p1_milp.md D4: an input stays until its first reader has run
+        if t > self.first_update:
+            return int(t <= users[-1])  # p1_milp.md D2: no recomputation any more
+        return None
+
+
+def p1_data(
+    instance: Instance,
+    *,
+    fixed_order: bool = True,
+    passes: int = 1,
+    max_computes: int | None = None,
+    budget_bytes: int | None = None,
+) -> P1Data:
+    """The :class:`P1Data` of a P1 instance (``p1_cpsat.md`` "Data", ``p1_milp.md`` §1).
 
     Parameters
     ----------
     instance
-        A P1 instance in sequence form (one core whose memory holds the inputs).
+        A P1 instance (:func:`check_p1`; the objective is not looked at).
     fixed_order
-        Whether first computations follow the graph's op order.
+        Whether first computations follow the graph's op order (the MILP's C1).
     passes
-        How many times a stage may sweep its nodes in order (``p1_cpsat.md``,
+        How many times a CP-SAT stage may sweep its nodes in order (``p1_cpsat.md``,
         "Passes"); 1 is Checkmate's stage model.
+    max_computes
+        The MILP's ``C`` (``None``: no limit, stored as ``n``).
     budget_bytes
-        The budget; default ``instance.budget_bytes``.
+        What the values may hold; default the capacity less the persistent bytes.
 
     Raises
     ------
     MonetError
-        The instance is not a one-core P1 instance.
+        The instance breaks :func:`check_p1`, ``passes`` or ``max_computes`` is not a
+        positive integer, or (free order) an op reads from an optimizer op.
     """
-    if instance.problem is not Problem.P1 or len(instance.cores) != 1 \
-            or instance.cores[0].memory != instance.input_home:
-        raise MonetError(
-            f"the cpsat P1 backend needs a one-core P1 instance; {instance.name!r} is "
-            f"{instance.problem} with {len(instance.cores)} core(s)",
-            field="problem",
-            fix="build the instance with p1_instance or make_instance(problem='P1')",
-        )
+    check_p1(instance)
+    check_max_computes(max_computes)
+    if not isinstance(passes, int) or passes < 1:
+        raise MonetError(f"passes must be a positive integer, got {passes!r}", field="passes",
+                         fix="pass 1 (Checkmate's stages) or more")
     graph = instance.graph
-    core = instance.cores[0].id
-    ops = [op for op in graph.ops]
+    core = instance.cores[0]
+    ops = list(graph.ops)
     if not fixed_order:
         ops = [op for op in ops if op.kind is not OpKind.OPTIMIZER] + [
             op for op in ops if op.kind is OpKind.OPTIMIZER
         ]
     index = {op.id: i for i, op in enumerate(ops)}
     n = len(ops)
-    cost = tuple(instance.cost(op.id, core).cycles for op in ops)
-    size_bytes = tuple(
-        sum(graph.tensor(t).bytes for t in dict.fromkeys(op.outputs) if not graph.tensor(t).persistent)
-        for op in ops
-    )
+    cost = tuple(instance.cost(op.id, core.id).cycles for op in ops)
+    outputs = tuple(tuple(t for t in dict.fromkeys(op.outputs) if not graph.tensor(t).persistent)
+                    for op in ops)
+    size_bytes = tuple(sum(graph.tensor(t).bytes for t in outs) for outs in outputs)
     preds: list[list[int]] = [[] for _ in range(n)]
     after: list[list[int]] = [[] for _ in range(n)]
     input_index: dict[str, int] = {}
@@ -253,22 +429,22 @@ def build_grid(
     scale = math.gcd(*sizes) if sizes else 1
 
     optimizer = [i for i, op in enumerate(ops) if op.kind is OpKind.OPTIMIZER]
-    recompute_last = optimizer[0] if optimizer else n - 1
+    first_update = optimizer[0] if optimizer else n
     first = _first_stages(n, preds, after, fixed_order, optimizer)
-    compute_stages, retain_stages = _domains(n, consumers, first, recompute_last)
+    compute_stages, retain_stages = _domains(n, consumers, first, min(first_update, n - 1))
     input_retain_last = tuple(max(compute_stages[j][1] for j in readers) for readers in input_readers)
-    budget = instance.budget_bytes if budget_bytes is None else int(budget_bytes)
-    if not isinstance(passes, int) or passes < 1:
-        raise MonetError(f"passes must be a positive integer, got {passes!r}", field="passes",
-                         fix="pass 1 (Checkmate's stages) or more")
-    return Grid(
+    capacity = instance.memory(core.memory).capacity_bytes
+    persistent = persistent_bytes_held(instance)
+    return P1Data(
         name=instance.name,
+        core=core.id,
         fixed_order=fixed_order,
         ops=tuple(op.id for op in ops),
         cost=cost,
         size_bytes=size_bytes,
         size=tuple(s // scale for s in size_bytes),
         scale=scale,
+        outputs=outputs,
         preds=tuple(tuple(sorted(p)) for p in preds),
         consumers=tuple(tuple(c) for c in consumers),
         after=tuple(tuple(sorted(a)) for a in after),
@@ -277,18 +453,23 @@ def build_grid(
         input_size=tuple(s // scale for s in input_size_bytes),
         input_readers=tuple(tuple(r) for r in input_readers),
         node_inputs=tuple(tuple(g) for g in node_inputs),
+        unread_inputs=tuple(t.id for t in graph.tensors
+                            if t.producer is None and not t.persistent and t.id not in input_index),
         first=first,
         compute_stages=compute_stages,
         retain_stages=retain_stages,
         input_retain_last=input_retain_last,
-        recompute_last=recompute_last,
-        budget_bytes=budget,
+        first_update=first_update,
+        capacity_bytes=capacity,
+        persistent_bytes=persistent,
+        budget_bytes=capacity - persistent if budget_bytes is None else int(budget_bytes),
         passes=passes,
+        max_computes=n if max_computes is None else max_computes,
     )
 
 
 def _first_stages(n, preds, after, fixed_order, optimizer) -> tuple[tuple[int, int], ...]:
-    """D0: ``[ef_i, lf_i]`` from ancestor and descendant counts among the free nodes."""
+    """``p1_cpsat.md`` D0: ``[ef_i, lf_i]`` from ancestor and descendant counts among the free nodes."""
     if fixed_order:
         return tuple((i, i) for i in range(n))
     free = n - len(optimizer)
@@ -306,7 +487,8 @@ def _first_stages(n, preds, after, fixed_order, optimizer) -> tuple[tuple[int, i
 
 
 def _domains(n, consumers, first, recompute_last):
-    """D1, D2: the stages where a node may usefully be computed, and be resident at the start.
+    """``p1_cpsat.md`` D1, D2: the stages where a node may usefully be computed, and be
+    resident at the start.
 
     A computation of ``i`` in stage ``t`` is useful only if a consumer may be
     computed in stage ``t`` or later, so ``i`` is computed at most until

@@ -18,12 +18,12 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.problems.p1.cpsat import (
     ENCODINGS,
-    build_grid,
     min_budget,
     min_budget_cpsat,
     solve_cpsat,
 )
 from monet_ilp.problems.p1.cpsat.hints import complete, hint_from
+from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.graph.ir import TrainingGraph
 from monet_ilp.graph.node_link import node_op
@@ -288,7 +288,7 @@ def test_fixed_order_false_is_never_worse():
 def test_hints_from_baselines_complete_to_their_own_cost():
     graph = zoo.mlp()
     inst = p1_instance(graph, 1.0)
-    grid = build_grid(inst)
+    grid = p1_data(inst)
     for make in (store_all_sequence, chen_sqrt_sequence):
         sequence = make(inst)
         completion = hint_from(grid, sequence)
@@ -328,7 +328,7 @@ def test_large_byte_sizes_and_zero_costs():
             assert result.status is Status.INFEASIBLE and staged_optimum(inst) is None
     scaled = dag("scaled", [(i, c, s * 4096 * big, p) for i, c, s, p in [
         ("a", 1, 2, []), ("b", 1, 3, ["a"]), ("c", 1, 1, ["b", "a"])]])
-    grid = build_grid(p1_instance(scaled, 1.0))
+    grid = p1_data(p1_instance(scaled, 1.0))
     assert grid.scale == 4096 * big and grid.size == (2, 3, 1)
 
 
@@ -345,7 +345,7 @@ def test_unknown_option_and_encoding_are_errors():
 def test_completion_of_solver_cells_replays_the_model_memory():
     inst = p1_instance(fb_chain(5), 4)
     result = solve_cpsat(inst, workers=W)
-    grid = build_grid(inst)
+    grid = p1_data(inst)
     completion = hint_from(grid, result.schedule)
     assert completion is not None and completion.cost == result.objective
     assert completion.peak <= grid.budget
@@ -364,7 +364,7 @@ def test_completed_hints_satisfy_every_constraint(passes, fixed_order):
     from monet_ilp.problems.p1.cpsat.solve import add_hint
 
     for graph, budget in ((zoo.mlp(), 1.0), (random_layered(30, seed=2), 820)):
-        grid = build_grid(p1_instance(graph, budget), passes=passes, fixed_order=fixed_order)
+        grid = p1_data(p1_instance(graph, budget), passes=passes, fixed_order=fixed_order)
         completions = baseline_completions(p1_instance(graph, budget), grid)
         completions.append(complete(grid, best_repair(grid), source="repair"))
         for completion in completions:

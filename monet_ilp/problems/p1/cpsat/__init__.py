@@ -1,14 +1,14 @@
 """The CP-SAT backend of P1 (rematerialisation): two encodings of one staged model.
 
 ``formulations/p1_cpsat.md`` holds the mathematics; the modules follow its steps:
-:mod:`.grid` (data and domains), :mod:`.variables`, :mod:`.constraints` (C1-C12),
+the shared :mod:`monet_ilp.problems.p1.data` (data and domains D0-D3),
+:mod:`.variables`, :mod:`.constraints` (C1-C12),
 :mod:`.objectives` (O1, O2), :mod:`.encodings` (``stages``, ``intervals``),
 :mod:`.hints` (schedules to and from cells), :mod:`.repair` (a hint heuristic) and
 :mod:`.solve`.
 """
 
 from monet_ilp.problems.p1.cpsat.encodings import DEFAULT_ENCODING, MEMORY_ENCODINGS, build_model
-from monet_ilp.problems.p1.data import Grid, build_grid
 from monet_ilp.problems.p1.cpsat.solve import min_budget, min_budget_cpsat, solve_cpsat
 
 ENCODINGS = tuple(MEMORY_ENCODINGS)
@@ -16,8 +16,6 @@ ENCODINGS = tuple(MEMORY_ENCODINGS)
 __all__ = [
     "DEFAULT_ENCODING",
     "ENCODINGS",
-    "Grid",
-    "build_grid",
     "build_model",
     "min_budget",
     "min_budget_cpsat",

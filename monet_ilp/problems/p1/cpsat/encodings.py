@@ -15,7 +15,7 @@ from ortools.sat.python import cp_model
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p1.cpsat import constraints as C
 from monet_ilp.problems.p1.cpsat import objectives as O
-from monet_ilp.problems.p1.data import Grid
+from monet_ilp.problems.p1.data import P1Data, check_max_computes
 from monet_ilp.problems.p1.cpsat.variables import (
     P1Vars,
     add_free_variables,
@@ -48,7 +48,7 @@ MEMORY_ENCODINGS: dict[str, Callable[[P1Vars], None]] = {
 
 
 def build_model(
-    grid: Grid,
+    grid: P1Data,
     *,
     encoding: str = DEFAULT_ENCODING,
     max_computes: int | None = None,
@@ -61,7 +61,7 @@ def build_model(
     Parameters
     ----------
     grid
-        The data (:func:`~monet_ilp.problems.p1.data.build_grid`).
+        The data (:func:`~monet_ilp.problems.p1.data.p1_data`).
     encoding
         ``"stages"`` or ``"intervals"``.
     max_computes
@@ -76,9 +76,7 @@ def build_model(
     if encoding not in MEMORY_ENCODINGS:
         raise MonetError(f"unknown encoding {encoding!r}", field="encoding",
                          fix=f"use one of: {', '.join(MEMORY_ENCODINGS)}")
-    if max_computes is not None and (not isinstance(max_computes, int) or max_computes < 1):
-        raise MonetError(f"max_computes must be a positive integer, got {max_computes!r}",
-                         field="max_computes", fix="pass an integer >= 1, or None for no limit")
+    check_max_computes(max_computes)
     model = cp_model.CpModel()
     if minimize_peak:
         lo, hi = peak_bounds or (grid.peak_lower_bound, grid.peak_lower_bound)

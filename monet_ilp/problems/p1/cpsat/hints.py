@@ -12,11 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from monet_ilp.engines.deadline import OutOfTime
 from monet_ilp.errors import MonetError
-from monet_ilp.problems.p1.data import Grid
-from monet_ilp.problems.p1.cpsat.variables import Item, items_read, items_read_or_made
 from monet_ilp.graph.ir import TrainingGraph
+from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
 from monet_ilp.instance import Instance
+from monet_ilp.problems.p1.cpsat.variables import Item, items_read, items_read_or_made
+from monet_ilp.problems.p1.data import P1Data
 from monet_ilp.schedule import Compute, Release, Sequence
 
 Cell = tuple[int, int, int]  # (stage t, pass r, node i)
@@ -36,15 +38,15 @@ class Completion:
     peak: int
     source: str = ""
 
-    def fits(self, grid: Grid) -> bool:
+    def fits(self, grid: P1Data) -> bool:
         return self.peak <= grid.budget
 
-    def computations(self, grid: Grid) -> list[str]:
+    def computations(self, grid: P1Data) -> list[str]:
         """The op ids in execution order."""
         return [grid.ops[i] for _, _, i in sorted(self.cells)]
 
 
-def stage_cells(grid: Grid, computations: Iterable[str]) -> set[Cell] | None:
+def stage_cells(grid: P1Data, computations: Iterable[str]) -> set[Cell] | None:
     """Place each computation in its stage (that of the next first computation) and pass.
 
     A stage's computations go to pass 0 until a node comes with a smaller index than
@@ -78,7 +80,7 @@ def stage_cells(grid: Grid, computations: Iterable[str]) -> set[Cell] | None:
     return _in_passes(grid, stages)
 
 
-def _in_passes(grid: Grid, stages: list[list[int]]) -> set[Cell]:
+def _in_passes(grid: P1Data, stages: list[list[int]]) -> set[Cell]:
     """Cells of each stage's computations, in this order, put in canonical passes (C12)."""
     cells: set[Cell] = set()
     last = grid.passes - 1
@@ -94,7 +96,7 @@ def _in_passes(grid: Grid, stages: list[list[int]]) -> set[Cell]:
     return cells
 
 
-def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "",
+def complete(grid: P1Data, cells: Iterable[Cell], *, source: str = "",
              deadline=None) -> Completion | None:
     """The canonical assignment of a set of cells, or ``None`` if a read is never served.
 
@@ -132,7 +134,7 @@ def complete(grid: Grid, cells: Iterable[Cell], *, source: str = "",
     return _values(grid, frozenset(cells), retained, first_stage, source, deadline)
 
 
-def minimal_retention(grid: Grid, cells: set[Cell]) -> set[tuple[int, int]] | None:
+def minimal_retention(grid: P1Data, cells: set[Cell]) -> set[tuple[int, int]] | None:
     """``S[t,i] = 1`` exactly from the last computation of i up to its next read."""
     computed: dict[int, dict[int, int]] = {}
     for t, r, j in cells:
@@ -226,26 +228,23 @@ def _values(grid, cells, retained, first_stage, source, deadline=None) -> Comple
     return Completion(cells, values, cost, peak, source)
 
 
-def hint_from(grid: Grid, sequence: Sequence, source: str = "hint") -> Completion | None:
+def hint_from(grid: P1Data, sequence: Sequence, source: str = "hint") -> Completion | None:
     """The completion of a Sequence's computations, or ``None`` if the model cannot follow it."""
     cells = stage_cells(grid, sequence.computations)
     return None if cells is None else complete(grid, cells, source=source)
 
 
-def baseline_completions(instance: Instance, grid: Grid, deadline=None) -> list[Completion]:
+def baseline_completions(instance: Instance, grid: P1Data, deadline=None) -> list[Completion]:
     """Completions of the baselines (store-all, Chen sqrt(n), Chen greedy) the model can follow.
 
     With a ``deadline`` (:class:`~monet_ilp.engines.deadline.Deadline`), the ones
     completed before it passes: the greedy search stops early, and a completion cut
     short is left out.
     """
-    from monet_ilp.engines.deadline import OutOfTime
-    from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
-
     makers = {
         "store_all": store_all_sequence,
         "sqrt": chen_sqrt_sequence,
-        "greedy": lambda inst: chen_greedy_sequence(inst, grid.budget_bytes, deadline=deadline),
+        "greedy": lambda inst: chen_greedy_sequence(inst, grid.capacity_bytes, deadline=deadline),
     }
     found = []
     for name, make in makers.items():

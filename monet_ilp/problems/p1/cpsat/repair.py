@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import time
 
-from monet_ilp.problems.p1.data import Grid
+from monet_ilp.problems.p1.data import P1Data
 from monet_ilp.problems.p1.cpsat.hints import Cell, minimal_retention
 
 
 def evict_until_fits(
-    grid: Grid, cells: set[Cell] | None = None, *, budget: int | None = None,
+    grid: P1Data, cells: set[Cell] | None = None, *, budget: int | None = None,
     max_steps: int | None = None, time_limit: float = 5.0, rule: str = "furthest",
 ) -> set[Cell] | None:
     """Cells whose model memory fits ``budget`` (scaled units), or ``None`` if the repair fails.
@@ -47,7 +47,7 @@ def evict_until_fits(
     return None
 
 
-def best_repair(grid: Grid, *, budget: int | None = None, time_limit: float = 5.0) -> set[Cell] | None:
+def best_repair(grid: P1Data, *, budget: int | None = None, time_limit: float = 5.0) -> set[Cell] | None:
     """The cheapest of :func:`evict_until_fits` under each eviction rule (None if all fail)."""
     found = []
     for rule in ("furthest", "area", "largest"):
@@ -57,7 +57,7 @@ def best_repair(grid: Grid, *, budget: int | None = None, time_limit: float = 5.
     return set(min(found)[1]) if found else None
 
 
-def _with_closure(grid: Grid, cells: set[Cell], cell: Cell) -> set[Cell]:
+def _with_closure(grid: P1Data, cells: set[Cell], cell: Cell) -> set[Cell]:
     """``cell`` plus the recomputation, in the same stage and pass, of every predecessor
     that is not already resident there (so that no retention is stretched to serve it)."""
     retained = minimal_retention(grid, cells) or set()
@@ -79,7 +79,7 @@ def _with_closure(grid: Grid, cells: set[Cell], cell: Cell) -> set[Cell]:
     return added
 
 
-def _first_overflow(grid: Grid, cells: set[Cell], budget: int):
+def _first_overflow(grid: P1Data, cells: set[Cell], budget: int):
     """``(t, r, k, live items)`` at the first computed slot over budget, or None."""
     retained = minimal_retention(grid, cells)
     if retained is None:
@@ -118,7 +118,7 @@ def _first_overflow(grid: Grid, cells: set[Cell], budget: int):
     return None
 
 
-def _choose_eviction(grid: Grid, cells: set[Cell], t: int, r: int, k: int, live: dict, *, rule: str):
+def _choose_eviction(grid: P1Data, cells: set[Cell], t: int, r: int, k: int, live: dict, *, rule: str):
     """The (cell to remove, cell to add) that evicts the live item read furthest ahead."""
     rank = grid.slot_rank
     here = rank[t][(r, k)]

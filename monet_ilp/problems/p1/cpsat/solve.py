@@ -16,7 +16,7 @@ from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p1.cpsat.encodings import DEFAULT_ENCODING, build_model
-from monet_ilp.problems.p1.data import Grid, build_grid
+from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.problems.p1.cpsat.hints import (
     Completion,
     baseline_completions,
@@ -28,9 +28,9 @@ from monet_ilp.problems.p1.cpsat.repair import best_repair
 from monet_ilp.problems.p1.cpsat.variables import P1Vars
 from monet_ilp.engines.cpsat import Hints, run_cpsat
 from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.instance import Instance, Objective
+from monet_ilp.instance import Instance
 from monet_ilp.results import BackendResult, Status
-from monet_ilp.schedule import Schedule, Sequence
+from monet_ilp.schedule import Compute, Schedule, Sequence
 
 __all__ = ["min_budget", "min_budget_cpsat", "solve_cpsat"]
 
@@ -111,18 +111,14 @@ def solve_cpsat(
         ``UNKNOWN``.  ``objective`` is the compute cost, ``bound`` the best lower
         bound rounded up.
     """
+    # One core: latency is the compute cost (O1); energy and the weighted sum are not.
+    check_p1(instance, "cpsat")
     # private: warm starts skip the explanation and run to a share of the caller's deadline
-    if instance.objective not in (Objective.COMPUTE, Objective.LATENCY):
-        # One core, first computations in a fixed order: latency is the compute cost (O1),
-        # but energy and the weighted sum are not what this model minimises.
-        raise MonetError(f"the P1 CP-SAT model minimises the compute cost, not {instance.objective}",
-                         field="objective",
-                         fix="use the compute or latency objective for P1, or a P2 instance for energy")
     explain_infeasible = options.pop("_explain_infeasible", True)
     deadline = options.pop("_deadline", None) or Deadline(time_limit)  # everything counts
     _no_unknown_options(options)
     started = deadline.started
-    grid = build_grid(instance, fixed_order=fixed_order, passes=passes)
+    grid = p1_data(instance, fixed_order=fixed_order, passes=passes)
     stats: dict[str, Any] = _grid_stats(grid, encoding, max_computes)
     trivial_bound = sum(grid.cost)
 
@@ -191,14 +187,15 @@ def min_budget_cpsat(
     Minimises the model's memory peak (O2) with unlimited recomputation and the
     same order option; cost plays no part.  When not proven (time limit), the value
     is the smallest peak found, an upper bound on the minimum.  ``time_limit`` counts
-    everything (baselines, model, search); a ``deadline`` replaces it.
+    everything (baselines, model, search); a ``deadline`` replaces it.  The budget
+    includes the persistent bytes the core memory holds (E1.5; none unless modelled).
 
     Returns
     -------
     (budget_bytes, proven)
     """
     deadline = deadline or Deadline(time_limit)
-    grid = build_grid(instance, fixed_order=fixed_order, passes=passes)
+    grid = p1_data(instance, fixed_order=fixed_order, passes=passes)
     low = grid.peak_lower_bound
     # Store-all's cells first: the one candidate that always exists (its peak is a
     # feasible budget), whatever time is left for the others.
@@ -208,24 +205,24 @@ def min_budget_cpsat(
     candidates += baseline_completions(instance, grid, deadline)
     best = min(candidates, key=lambda c: (c.peak, c.cost))
     if best.peak <= low:
-        return best.peak * grid.scale, True
+        return best.peak * grid.scale + grid.persistent_bytes, True
     if deadline.passed():
-        return best.peak * grid.scale, False
+        return best.peak * grid.scale + grid.persistent_bytes, False
     try:
         v = build_model(grid, encoding=encoding, minimize_peak=True, peak_bounds=(low, best.peak),
                         deadline=deadline)
         add_hint(v, best)
     except OutOfTime:
-        return best.peak * grid.scale, False
+        return best.peak * grid.scale + grid.persistent_bytes, False
     if deadline.passed():
-        return best.peak * grid.scale, False
+        return best.peak * grid.scale + grid.persistent_bytes, False
     stats: dict[str, Any] = {}
     solver, status = _run(v, deadline, workers, log, seed, None, stats)
     if status == cp_model.OPTIMAL:
-        return int(round(solver.objective_value)) * grid.scale, True
+        return int(round(solver.objective_value)) * grid.scale + grid.persistent_bytes, True
     if status == cp_model.FEASIBLE:
-        return int(round(solver.objective_value)) * grid.scale, False
-    return best.peak * grid.scale, False
+        return int(round(solver.objective_value)) * grid.scale + grid.persistent_bytes, False
+    return best.peak * grid.scale + grid.persistent_bytes, False
 
 
 #: The name the issue asks for, next to the backend's.
@@ -243,7 +240,7 @@ def _no_unknown_options(options: dict[str, Any]) -> None:
         )
 
 
-def _grid_stats(grid: Grid, encoding: str, max_computes: int | None) -> dict[str, Any]:
+def _grid_stats(grid: P1Data, encoding: str, max_computes: int | None) -> dict[str, Any]:
     return {
         "encoding": encoding,
         "fixed_order": grid.fixed_order,
@@ -316,8 +313,6 @@ def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats,
 
 
 def _as_sequence(computations: list[str]) -> Sequence:
-    from monet_ilp.schedule import Compute
-
     return Sequence(tuple(Compute(op) for op in computations))
 
 
@@ -405,7 +400,7 @@ def _infeasible(instance, grid, stats, started, deadline, workers, encoding) -> 
         claim = f"the minimum feasible budget is {budget} bytes (proven in {form})"
     else:
         claim = f"a budget of {budget} bytes is feasible (minimum not proven within the time limit)"
-    message = f"no schedule in {form} fits the budget of {grid.budget_bytes} bytes; {claim}"
+    message = f"no schedule in {form} fits the budget of {grid.capacity_bytes} bytes; {claim}"
     if stats.get("max_computes") is not None:
         message += f"; with at most {stats['max_computes']} computations per node it may need more"
     return BackendResult(Status.INFEASIBLE, None, None, None, message, stats)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from monet_ilp.problems.p1.data import Grid
+from monet_ilp.problems.p1.data import P1Data
 
 #: A memory item: ``("node", i)`` (the outputs of node i) or ``("input", g)``.
 Item = tuple[str, int]
@@ -42,7 +42,7 @@ class P1Vars:
     """
 
     model: cp_model.CpModel
-    grid: Grid
+    grid: P1Data
     budget: Any
     budget_upper: int
     var: dict[tuple, Any] = field(default_factory=dict)
@@ -101,7 +101,7 @@ def _bool(v: P1Vars, key: tuple, fixed: int | None = None):
     return x
 
 
-def add_schedule_variables(model: cp_model.CpModel, grid: Grid, budget, budget_upper: int,
+def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget, budget_upper: int,
                            deadline=None) -> P1Vars:
     """R, F, S and S^in over their domains (``p1_cpsat.md``, D0-D3).
 
@@ -133,12 +133,12 @@ def add_schedule_variables(model: cp_model.CpModel, grid: Grid, budget, budget_u
     return v
 
 
-def items_read(grid: Grid, k: int) -> list[Item]:
+def items_read(grid: P1Data, k: int) -> list[Item]:
     """The items computing node k reads: its predecessors' outputs and its graph inputs."""
     return [("node", p) for p in grid.preds[k]] + [("input", g) for g in grid.node_inputs[k]]
 
 
-def items_read_or_made(grid: Grid, k: int) -> list[Item]:
+def items_read_or_made(grid: P1Data, k: int) -> list[Item]:
     """``D(k)``: the items computing node k reads or writes (with a positive size)."""
     items: list[Item] = [("node", k)] if grid.size[k] > 0 else []
     items += [("node", p) for p in grid.preds[k]]
@@ -146,7 +146,7 @@ def items_read_or_made(grid: Grid, k: int) -> list[Item]:
     return items
 
 
-def readers_of(grid: Grid, item: Item) -> tuple[int, ...]:
+def readers_of(grid: P1Data, item: Item) -> tuple[int, ...]:
     kind, x = item
     return grid.consumers[x] if kind == "node" else grid.input_readers[x]
 

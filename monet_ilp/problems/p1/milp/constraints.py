@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 
-from monet_ilp.problems.p1.milp.variables import Col, Lin, LinearModel, StageData, StageVariables
+from monet_ilp.problems.p1.data import P1Data
+from monet_ilp.problems.p1.milp.variables import Col, Lin, LinearModel, StageVariables
 
 __all__ = [
     "add_constraints",
@@ -26,7 +27,7 @@ INF = math.inf
 CUTS = True
 
 
-def reads_resident_values(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def reads_resident_values(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """C2: every value ``e`` an op reads is resident (recomputed or retained) when it runs.
 
     ``R[t,j] <= R[t,e] + S[t,e]`` for every read ``e -> j``; a graph input is never
@@ -41,7 +42,7 @@ def reads_resident_values(model: LinearModel, data: StageData, x: StageVariables
                 model.add_row(expr, -INF, 0.0, f"C2_{t}_{data.label(e)}_{j}")
 
 
-def retained_values_were_present(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def retained_values_were_present(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """C3: a value kept into stage ``t+1``, or freed in stage ``t``, was resident in stage ``t``.
 
     ``S[t+1,e] + Σ_k FREE[t,e,k] <= R[t,e] + S[t,e]`` (no ``R`` for graph inputs:
@@ -69,7 +70,7 @@ def retained_values_were_present(model: LinearModel, data: StageData, x: StageVa
             model.add_row(expr, -INF, 0.0, f"C3_{t}_{data.label(e)}")
 
 
-def no_recompute_of_resident_value(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def no_recompute_of_resident_value(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """C4: ``R[t,i] + S[t,i] <= 1``: an op whose output is resident is not computed again.
 
     E3 would count the output once (a rewrite), the recurrence C6 twice; recomputing a
@@ -82,7 +83,7 @@ def no_recompute_of_resident_value(model: LinearModel, data: StageData, x: Stage
                 model.add_row(Lin().add(r).add(s), -INF, 1.0, f"C4_{t}_{i}")
 
 
-def frees_only_dead_values(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def frees_only_dead_values(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """C5: ``FREE[t,e,k]`` may be 1 only if ``e`` is dead right after ``v_k`` in stage ``t``.
 
     ``FREE <= R[t,k]`` and ``FREE <= 1 - R[t,j]`` for each later reader ``j`` of ``e``
@@ -98,13 +99,13 @@ def frees_only_dead_values(model: LinearModel, data: StageData, x: StageVariable
                 model.add_row(Lin().add(free).add(x.r(t, j)), -INF, 1.0, f"C5u_{label}_{j}")
 
 
-def memory_within_budget(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def memory_within_budget(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """C6 and C7: memory while each ``v_k`` runs in stage ``t``, at most the budget.
 
     ``U[t,k1] = Σ_e m_e S[t,e] + m_k1 R[t,k1]`` for the first op ``k1`` the stage may
     compute, then ``U[t,k] = U[t,k'] - Σ_e m_e FREE[t,e,k'] + m_k R[t,k]`` for
     consecutive ``k' < k``; ``U <= B`` is the columns' upper bound (C7).  Sizes count
-    in ``data.byte_unit`` (exact integers).  A stage without decisions is checked as
+    in ``data.scale`` (exact integers).  A stage without decisions is checked as
     a constant.
     """
     if data.budget_bytes < 0:
@@ -112,13 +113,13 @@ def memory_within_budget(model: LinearModel, data: StageData, x: StageVariables)
             f"C7: the persistent tensors alone ({data.persistent_bytes} bytes) exceed the "
             f"capacity ({data.capacity_bytes} bytes)")
         return
-    unit = data.byte_unit
+    unit = data.scale
     for t in range(data.n):
         base = Lin()
         for e, kept in x.S[t].items():
-            base.add(kept, float(data.size[e] // unit))
+            base.add(kept, float(data.value_bytes[e] // unit))
         if not x.U[t]:
-            held = sum(data.size[e] for e, kept in x.S[t].items() if kept == 1) + data.size[t]
+            held = sum(data.value_bytes[e] for e, kept in x.S[t].items() if kept == 1) + data.value_bytes[t]
             if held > data.budget_bytes:
                 model.contradictions.append(
                     f"C7: {data.ops[t]!r} (stage {t}) runs with {held} bytes resident, over the "
@@ -129,7 +130,7 @@ def memory_within_budget(model: LinearModel, data: StageData, x: StageVariables)
             freed_after.setdefault(k, []).append(e)
         previous = None
         for k in x.positions[t]:
-            expr = Lin().add(x.U[t][k]).add(x.r(t, k), -float(data.size[k] // unit))
+            expr = Lin().add(x.U[t][k]).add(x.r(t, k), -float(data.value_bytes[k] // unit))
             if previous is None:
                 for column, coef in base.coef.items():
                     expr.coef[column] = expr.coef.get(column, 0.0) - coef
@@ -137,12 +138,12 @@ def memory_within_budget(model: LinearModel, data: StageData, x: StageVariables)
             else:
                 expr.add(x.U[t][previous], -1.0)
                 for e in freed_after.get(previous, ()):
-                    expr.add(x.FREE[t][(e, previous)], float(data.size[e] // unit))
+                    expr.add(x.FREE[t][(e, previous)], float(data.value_bytes[e] // unit))
             model.add_row(expr, 0.0, 0.0, f"C6_{t}_{k}")
             previous = k
 
 
-def computations_per_op_limited(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def computations_per_op_limited(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """C8: ``Σ_t R[t,i] <= C`` (``max_computes``), the first computation included."""
     columns: dict[int, list[Col]] = {}
     for t in range(data.n):
@@ -157,7 +158,7 @@ def computations_per_op_limited(model: LinearModel, data: StageData, x: StageVar
             model.add_row(expr, -INF, float(data.max_computes - 1), f"C8_{i}")
 
 
-def recomputed_and_kept_values_are_used(model: LinearModel, data: StageData,
+def recomputed_and_kept_values_are_used(model: LinearModel, data: P1Data,
                                         x: StageVariables) -> None:
     """C9: a recomputed or kept value is read later in its stage or kept into the next one.
 
@@ -184,7 +185,7 @@ def recomputed_and_kept_values_are_used(model: LinearModel, data: StageData,
                 model.add_row(expr, -INF, 0.0, f"C9s_{t}_{data.label(e)}")
 
 
-def add_constraints(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def add_constraints(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """Every family of §3, in order."""
     reads_resident_values(model, data, x)
     retained_values_were_present(model, data, x)

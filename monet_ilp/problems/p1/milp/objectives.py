@@ -7,12 +7,13 @@ Part of the ``milp`` backend: sets the column costs of a
 
 from __future__ import annotations
 
-from monet_ilp.problems.p1.milp.variables import Col, LinearModel, StageData, StageVariables
+from monet_ilp.problems.p1.data import P1Data
+from monet_ilp.problems.p1.milp.variables import Col, LinearModel, StageVariables
 
 __all__ = ["total_compute_cost"]
 
 
-def total_compute_cost(model: LinearModel, data: StageData, x: StageVariables) -> None:
+def total_compute_cost(model: LinearModel, data: P1Data, x: StageVariables) -> None:
     """``min Σ_t Σ_i c_i R[t,i]``: recomputations are columns, first computations a constant."""
     model.offset = float(sum(data.cost))
     for t in range(data.n):

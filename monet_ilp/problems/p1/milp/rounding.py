@@ -19,7 +19,8 @@ from typing import Any
 from typing import Sequence as Seq
 
 from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.problems.p1.milp.variables import Col, StageData, StageVariables
+from monet_ilp.problems.p1.data import P1Data, check_p1
+from monet_ilp.problems.p1.milp.variables import Col, StageVariables
 from monet_ilp.instance import Instance
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Sequence
@@ -56,7 +57,7 @@ class PlanCost:
 
 
 # ======================================================== plans and sequences (§6)
-def resident_at_stage_start(data: StageData, plan: Plan) -> list[set[int]]:
+def resident_at_stage_start(data: P1Data, plan: Plan) -> list[set[int]]:
     """The least S of a plan: ``keep[t]`` holds the values resident when stage ``t`` starts.
 
     A value is kept into stage ``t`` iff stage ``t`` reads it before (re)computing
@@ -77,7 +78,7 @@ def resident_at_stage_start(data: StageData, plan: Plan) -> list[set[int]]:
     return keep
 
 
-def _check_plan(data: StageData, plan: Plan) -> str:
+def _check_plan(data: P1Data, plan: Plan) -> str:
     if len(plan) != data.n:
         return f"the plan has {len(plan)} stages, not {data.n}"
     for t, ops in enumerate(plan):
@@ -86,7 +87,7 @@ def _check_plan(data: StageData, plan: Plan) -> str:
     return ""
 
 
-def sequence_of_plan(data: StageData, plan: Plan, *, meta: dict[str, Any] | None = None
+def sequence_of_plan(data: P1Data, plan: Plan, *, meta: dict[str, Any] | None = None
                      ) -> tuple[Sequence, PlanCost]:
     """The Sequence of a plan and its E3 cost, with every release placed by FREE (§6).
 
@@ -107,14 +108,14 @@ def sequence_of_plan(data: StageData, plan: Plan, *, meta: dict[str, Any] | None
                                       f"{data.ops[bad[0]]!r} is read before it is computed")
     steps: list[Compute | Release] = [Release(x) for x in data.unread_inputs]
     resident = set(range(n, data.n_values))
-    held = data.persistent_bytes + sum(data.size[e] for e in resident)
+    held = data.persistent_bytes + sum(data.value_bytes[e] for e in resident)
     peak = 0
     cycles = 0
     problem = ""
     for t in range(n):
         for e in sorted(resident - keep[t]):  # never with the least S; kept for safety
             resident.discard(e)
-            held -= data.size[e]
+            held -= data.value_bytes[e]
             steps.extend(Release(name) for name in data.tensors[e])
         last_use: dict[int, int] = {}
         for position, j in enumerate(plan[t]):
@@ -128,14 +129,14 @@ def sequence_of_plan(data: StageData, plan: Plan, *, meta: dict[str, Any] | None
                            f"(stage {t})")
             if k not in resident:
                 resident.add(k)
-                held += data.size[k]
+                held += data.value_bytes[k]
             peak = max(peak, held)
             cycles += data.cost[k]
             steps.append(Compute(data.ops[k]))
             for e in (*data.reads[k], k):
                 if e in resident and last_use.get(e) == position and e not in keep[t + 1]:
                     resident.discard(e)
-                    held -= data.size[e]
+                    held -= data.value_bytes[e]
                     steps.extend(Release(name) for name in data.tensors[e])
     recomputations = sum(len(ops) for ops in plan) - n
     if not problem and peak > data.capacity_bytes:
@@ -152,7 +153,7 @@ def sequence_of_plan(data: StageData, plan: Plan, *, meta: dict[str, Any] | None
     return Sequence(tuple(steps), info), cost
 
 
-def plan_from_values(data: StageData, x: StageVariables, values: Seq[float]) -> Plan:
+def plan_from_values(data: P1Data, x: StageVariables, values: Seq[float]) -> Plan:
     """The plan of a (near-)integral solution: ``R[t,i] > 0.5``."""
     def computed(r) -> bool:
         return values[r.index] > 0.5 if isinstance(r, Col) else bool(r)
@@ -160,7 +161,7 @@ def plan_from_values(data: StageData, x: StageVariables, values: Seq[float]) -> 
     return [sorted(i for i, r in x.R[t].items() if computed(r)) for t in range(data.n)]
 
 
-def plan_from_sequence(data: StageData, sequence: Sequence) -> Plan | None:
+def plan_from_sequence(data: P1Data, sequence: Sequence) -> Plan | None:
     """The plan of a Sequence in stage form, or ``None`` if it is not in that form.
 
     Stage form: first computations in the instance's order, and between two of them
@@ -192,7 +193,7 @@ def plan_from_sequence(data: StageData, sequence: Sequence) -> Plan | None:
     return plan if t == data.n else None
 
 
-def prune_plan(data: StageData, plan: Plan) -> Plan:
+def prune_plan(data: P1Data, plan: Plan) -> Plan:
     """Drop recomputations whose result nothing uses (until none is left).
 
     A recomputation of ``i`` in stage ``t`` is dead when no later op of the stage
@@ -216,7 +217,7 @@ def prune_plan(data: StageData, plan: Plan) -> Plan:
             plan[t].remove(j)
 
 
-def start_values(data: StageData, x: StageVariables, n_cols: int, plan: Plan) -> list[float] | None:
+def start_values(data: P1Data, x: StageVariables, n_cols: int, plan: Plan) -> list[float] | None:
     """Column values of ``plan`` (R, least S, FREE, U); ``None`` if the model excludes it."""
     values = [0.0] * n_cols
     keep = resident_at_stage_start(data, plan)
@@ -226,7 +227,7 @@ def start_values(data: StageData, x: StageVariables, n_cols: int, plan: Plan) ->
                 keep[t].add(e)  # a constant 1 (D2, D4); it is in the least S anyway
         if any(x.s(t, e) == 0 for e in keep[t]):
             return None
-    unit = data.byte_unit
+    unit = data.scale
     for t in range(data.n):
         in_stage = set(plan[t])
         for i in plan[t]:
@@ -244,15 +245,15 @@ def start_values(data: StageData, x: StageVariables, n_cols: int, plan: Plan) ->
             last_use[j] = p
             for e in data.reads[j]:
                 last_use[e] = p
-        held = sum(data.size[e] for e in keep[t])
+        held = sum(data.value_bytes[e] for e in keep[t])
         freed_after: dict[int, int] = {}
         for (e, k), free in x.FREE[t].items():
             if k in in_stage and last_use.get(e) == position[k] and e not in keep[t + 1]:
                 values[free.index] = 1.0
-                freed_after[k] = freed_after.get(k, 0) + data.size[e]
+                freed_after[k] = freed_after.get(k, 0) + data.value_bytes[e]
         for k in x.positions[t]:
             if k in in_stage:
-                held += data.size[k]
+                held += data.value_bytes[k]
             if x.U[t]:
                 if held > data.budget_bytes:
                     return None
@@ -262,7 +263,7 @@ def start_values(data: StageData, x: StageVariables, n_cols: int, plan: Plan) ->
 
 
 # ================================================================= rounding (§7)
-def recompute_for_retention(data: StageData, x: StageVariables, kept: list[set[int]]) -> Plan:
+def recompute_for_retention(data: P1Data, x: StageVariables, kept: list[set[int]]) -> Plan:
     """Checkmate's second phase: the least R that makes a rounded S correct.
 
     Stages are processed from the last: a value kept into stage ``t+1`` and not kept
@@ -298,7 +299,7 @@ def recompute_for_retention(data: StageData, x: StageVariables, kept: list[set[i
     return plan
 
 
-def round_lp_solution(data: StageData, x: StageVariables, values: Seq[float], *,
+def round_lp_solution(data: P1Data, x: StageVariables, values: Seq[float], *,
                       thresholds: Seq[float] = (0.5,), samples: int = 0, seed: int = 0,
                       deadline: Deadline | None = None
                       ) -> tuple[Plan | None, PlanCost | None, dict]:
@@ -349,7 +350,7 @@ def round_lp_solution(data: StageData, x: StageVariables, values: Seq[float], *,
     return (best[0], best[1], info) if best else (None, None, info)
 
 
-def keep_by_priority(data: StageData, x: StageVariables, values: Seq[float] | None = None, *,
+def keep_by_priority(data: P1Data, x: StageVariables, values: Seq[float] | None = None, *,
                      floor: float = 0.0, passes: int = 25) -> Plan | None:
     """Memory-aware rounding (§7): keep, stage by stage, what fits, in the LP's order of S.
 
@@ -379,13 +380,13 @@ def keep_by_priority(data: StageData, x: StageVariables, values: Seq[float] | No
     return None
 
 
-def _keep_pass(data: StageData, x: StageVariables, values: Seq[float] | None, floor: float,
+def _keep_pass(data: P1Data, x: StageVariables, values: Seq[float] | None, floor: float,
                protect: set[int]) -> tuple[Plan | None, int | None, set[int]]:
     """One forward pass of :func:`keep_by_priority`: the plan, or the stage that failed and
     what it recomputed (``None`` as the stage when the failure is not one of memory)."""
     n = data.n
     budget = data.budget_bytes
-    size = data.size
+    size = data.value_bytes
 
     def priority(t: int, e: int) -> float:
         s = x.s(t, e)
@@ -558,6 +559,7 @@ def solve_lp_rounding(instance: Instance, *, time_limit: float | None = None,
     deadline = Deadline(time_limit)  # everything counts (time_limits.md)
     start = deadline.started
     opts = milp.parse_options(options, extra=("samples", "seed", "thresholds", "budget_fractions"))
+    check_p1(instance, "heuristic:lp-round")
     threads = int(workers) if workers else 1
     stats: dict[str, Any] = {"solver": opts.solver, "lp_bound": None}
 

@@ -9,7 +9,6 @@ through PuLP, and its solution turned into a Sequence by :mod:`.rounding`.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import re
@@ -38,13 +37,8 @@ from monet_ilp.problems.p1.milp.rounding import (
     sequence_of_plan,
     start_values,
 )
-from monet_ilp.problems.p1.milp.variables import (
-    LinearModel,
-    StageData,
-    StageVariables,
-    add_variables,
-    stage_data,
-)
+from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
+from monet_ilp.problems.p1.milp.variables import LinearModel, StageVariables, add_variables
 from monet_ilp.instance import Instance
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
@@ -112,7 +106,7 @@ def parse_options(options: Mapping[str, Any], extra: Iterable[str] = ()) -> Milp
 class Built:
     """A built model: the stage data, the sparse model and its columns."""
 
-    data: StageData
+    data: P1Data
     model: LinearModel
     x: StageVariables
     seconds: float
@@ -127,9 +121,7 @@ def build_model(instance: Instance, *, max_computes: int | None = None, relax: b
     ``deadline`` the build stops with :class:`OutOfTime` (it reports progress before).
     """
     start = time.perf_counter()
-    data = stage_data(instance, max_computes=max_computes)
-    if budget_bytes is not None:
-        data = dataclasses.replace(data, budget_bytes=int(budget_bytes))
+    data = p1_data(instance, max_computes=max_computes, budget_bytes=budget_bytes)
     model = LinearModel(name=_mps_name(instance.name), deadline=deadline)
     x = add_variables(model, data, relax=relax)
     add_constraints(model, data, x)
@@ -165,6 +157,7 @@ def export_model(instance: Instance, path: str | Path, **options: Any) -> Path:
     if path.suffix.lower() not in (".mps", ".lp"):
         raise MonetError(f"cannot tell the model format of {str(path)!r}", field="path",
                          fix="end the file name with .mps or .lp")
+    check_p1(instance, "milp")
     built = build_model(instance, max_computes=opts.max_computes)
     _write(built.model, path)
     return path
@@ -747,8 +740,8 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     opts = parse_options(options)
     threads = int(workers) if workers else 1
     stats: dict[str, Any] = {"solver": opts.solver, "lp_bound": None}
-    data = stage_data(instance, max_computes=opts.max_computes)
-    trivial = sum(data.cost)  # every op at least once
+    check_p1(instance, "milp")
+    trivial = sum(p1_data(instance, max_computes=opts.max_computes).cost)  # every op at least once
 
     def done(status: Status, **kwargs: Any) -> BackendResult:
         stats["wall_s"] = round(time.perf_counter() - began, 3)
@@ -858,6 +851,7 @@ def lp_bound(instance: Instance, *, time_limit: float | None = None, workers: in
     ``milp_solver``, ``max_computes``.
     """
     opts = parse_options(options)
+    check_p1(instance, "milp")
     built = build_model(instance, max_computes=opts.max_computes, relax=True)
     if built.model.contradictions:
         return math.inf

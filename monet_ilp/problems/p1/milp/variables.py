@@ -1,219 +1,28 @@
-"""Columns of the P1 stage MILP (Checkmate): data in stage form, model container, R/S/FREE/U.
+"""Columns of the P1 stage MILP (Checkmate): the model container and R/S/FREE/U.
 
-Part of the ``milp`` backend (Instance -> MILP -> Sequence).  :class:`StageData`
-reads from a P1 instance what ``formulations/p1_milp.md`` §1 calls the data;
-:func:`add_variables` creates the columns of §2, and fixes to constants every
-variable that §4 (domain) settles, so that no column exists without a decision
-behind it.  :class:`LinearModel` is a solver-neutral sparse model that
-:mod:`.solve` hands to HiGHS or CBC and writes as MPS/LP.
+Part of the ``milp`` backend (Instance -> MILP -> Sequence).  The data of
+``formulations/p1_milp.md`` §1, with the domain of §4, is the shared
+:class:`~monet_ilp.problems.p1.data.P1Data`; :func:`add_variables` creates the
+columns of §2, and fixes to constants every variable that §4 settles, so that no
+column exists without a decision behind it.  :class:`LinearModel` is a
+solver-neutral sparse model that :mod:`.solve` hands to HiGHS or CBC and writes as
+MPS/LP.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from monet_ilp.errors import MonetError
-from monet_ilp.graph.ir import OpKind
-from monet_ilp.instance import Instance, Objective
+from monet_ilp.problems.p1.data import P1Data
 
 __all__ = [
     "Col",
     "LinearModel",
     "Lin",
-    "StageData",
     "StageVariables",
     "add_variables",
 ]
-
-
-# =================================================================== the data (§1)
-@dataclass(frozen=True)
-class StageData:
-    """P1 in stage form (``formulations/p1_milp.md`` §1), 0-based.
-
-    *Values* are what memory holds: value ``i < n`` is the set of non-persistent
-    outputs of op ``v_i`` (kept and freed together), value ``n + x`` is the x-th
-    graph input that some op reads.  Stage ``t`` (``0 <= t < n``) ends with the
-    first computation of ``v_t``.
-
-    Attributes
-    ----------
-    ops
-        Op ids ``v_0 .. v_{n-1}`` in the instance's order.
-    cost
-        ``c_i``: cycles of ``v_i`` on the core.
-    size
-        ``m_e`` of every value (ops, then read graph inputs), bytes.
-    tensors
-        Tensor ids of every value (what a ``Release`` names).
-    reads
-        For each op, the values it reads (op values and input values), sorted.
-    users
-        For each value, the ops that read it, sorted.
-    unread_inputs
-        Graph inputs no op reads: released before the first computation.
-    horizon
-        ``h(e)``: the largest index of an op that reads ``e`` directly or through
-        a chain of ops (``i`` itself for an op nobody reads); see §4 (D1).
-    first_update
-        ``t_u``: index of the first optimizer op, ``n`` when there is none (D2).
-    max_computes
-        ``C``: computations allowed per op (D3, C8).
-    capacity_bytes, persistent_bytes
-        The core memory's capacity, and the persistent bytes it holds (E1.5).
-    budget_bytes
-        What the model allows the values: the capacity minus the persistent bytes
-        (a smaller figure when the LP rounding asks for slack).
-    byte_unit
-        The greatest common divisor of the value sizes: U counts in this unit, so
-        that every memory figure of the model is an exact integer (§2).
-    """
-
-    name: str
-    core: str
-    ops: tuple[str, ...]
-    cost: tuple[int, ...]
-    size: tuple[int, ...]
-    tensors: tuple[tuple[str, ...], ...]
-    reads: tuple[tuple[int, ...], ...]
-    users: tuple[tuple[int, ...], ...]
-    unread_inputs: tuple[str, ...]
-    horizon: tuple[int, ...]
-    first_update: int
-    max_computes: int
-    capacity_bytes: int
-    persistent_bytes: int
-    budget_bytes: int
-    byte_unit: int = 1
-
-    @property
-    def n(self) -> int:
-        return len(self.ops)
-
-    @property
-    def n_values(self) -> int:
-        return len(self.size)
-
-    def is_input(self, e: int) -> bool:
-        return e >= len(self.ops)
-
-    def label(self, e: int) -> str:
-        """A short column-name label of value ``e``: the op index, or ``x<k>`` for an input."""
-        return str(e) if e < self.n else f"x{e - self.n}"
-
-    # ------------------------------------------------------------- domain (§4)
-    def recompute(self, t: int, i: int) -> int | None:
-        """``R[t,i]``: ``None`` for a decision variable, else its constant value."""
-        if i == t:
-            return 1  # C1: v_t is computed for the first time in stage t
-        if i > t:
-            return 0  # C1: lower triangular
-        if self.max_computes <= 1 or t > self.first_update or t > self.horizon[i]:
-            return 0  # D3, D2, D1
-        return None
-
-    def retain(self, t: int, e: int) -> int | None:
-        """``S[t,e]`` (``e`` resident when stage ``t`` starts): ``None`` or a constant."""
-        if t >= self.n or t > self.horizon[e]:
-            return 0  # nothing follows the last stage; D1
-        users = self.users[e]
-        if e < self.n:
-            if t <= e:
-                return 0  # C1: not computed yet
-        elif t <= users[0]:
-            return 1  # D4: an input stays until its first reader has run
-        if t > self.first_update:
-            return int(t <= users[-1])  # D2: no recomputation any more
-        return None
-
-
-def stage_data(instance: Instance, *, max_computes: int | None = None) -> StageData:
-    """Extract the stage data of a P1 instance (``p1_milp.md`` §1).
-
-    Raises
-    ------
-    MonetError
-        The instance is not a one-core sequence-form instance, its objective is not
-        the compute cost (or the latency, which equals it on one core), an op is not
-        costed on the core, or ``max_computes`` is not a positive integer.
-    """
-    if len(instance.cores) != 1 or instance.cores[0].memory != instance.input_home:
-        raise MonetError(
-            f"the MILP stage model solves P1 on one core whose memory holds the graph inputs; "
-            f"instance {instance.name!r} has {len(instance.cores)} core(s) and inputs in "
-            f"{instance.input_home!r}",
-            field="instance", fix="build a P1 instance (make_instance(..., problem='P1'))")
-    if instance.objective not in (Objective.COMPUTE, Objective.LATENCY):
-        raise MonetError(
-            f"the MILP stage model minimises the compute cost, not {instance.objective}",
-            field="objective", fix="use the compute objective for P1")
-    graph = instance.graph
-    core = instance.cores[0]
-    n = len(graph.ops)
-    if max_computes is None:
-        max_computes = n
-    if isinstance(max_computes, bool) or not isinstance(max_computes, int) or max_computes < 1:
-        raise MonetError(f"max_computes = {max_computes!r}", field="max_computes",
-                         fix="give a positive integer (1 forbids recomputation)")
-    index = {op.id: i for i, op in enumerate(graph.ops)}
-    cost, size, tensors = [], [], []
-    for op in graph.ops:
-        row = instance.costs[op.id]
-        if core.id not in row:
-            raise MonetError(f"op {op.id!r} is not costed on core {core.id!r}",
-                             field=f"costs.{op.id}", fix="cost every op on the P1 core")
-        cost.append(row[core.id].cycles)
-        outs = tuple(t for t in dict.fromkeys(op.outputs) if not graph.tensor(t).persistent)
-        tensors.append(outs)
-        size.append(sum(graph.tensor(t).bytes for t in outs))
-    inputs = [t for t in graph.tensors if t.producer is None and not t.persistent]
-    read_inputs = [t for t in inputs if t.consumers]
-    input_value = {t.id: n + k for k, t in enumerate(read_inputs)}
-    for t in read_inputs:
-        tensors.append((t.id,))
-        size.append(t.bytes)
-    reads: list[tuple[int, ...]] = []
-    users: list[list[int]] = [[] for _ in size]
-    for j, op in enumerate(graph.ops):
-        values = set()
-        for name in op.inputs:
-            tensor = graph.tensor(name)
-            if tensor.persistent:
-                continue
-            values.add(index[tensor.producer] if tensor.producer is not None else input_value[name])
-        reads.append(tuple(sorted(values)))
-        for e in values:
-            users[e].append(j)
-    horizon = [0] * len(size)
-    for i in range(n - 1, -1, -1):
-        horizon[i] = max([i] + [horizon[j] for j in users[i]])
-    for e in range(n, len(size)):
-        horizon[e] = max(horizon[j] for j in users[e])
-    first_update = next((i for i, op in enumerate(graph.ops) if op.kind is OpKind.OPTIMIZER), n)
-    persistent = 0
-    if instance.persistent_home == core.memory:  # E1.5: modelled and held in this memory
-        persistent = sum(t.bytes for t in graph.tensors if t.persistent)
-    capacity = instance.memory(core.memory).capacity_bytes
-    return StageData(
-        name=instance.name,
-        core=core.id,
-        ops=tuple(op.id for op in graph.ops),
-        cost=tuple(cost),
-        size=tuple(size),
-        tensors=tuple(tensors),
-        reads=tuple(reads),
-        users=tuple(tuple(u) for u in users),
-        unread_inputs=tuple(t.id for t in inputs if not t.consumers),
-        horizon=tuple(horizon),
-        first_update=first_update,
-        max_computes=max_computes,
-        capacity_bytes=capacity,
-        persistent_bytes=persistent,
-        budget_bytes=capacity - persistent,
-        byte_unit=math.gcd(*size) or 1,
-    )
 
 
 # ============================================================ the model container
@@ -374,7 +183,7 @@ class StageVariables:
         }
 
 
-def add_variables(model: LinearModel, data: StageData, *, relax: bool = False) -> StageVariables:
+def add_variables(model: LinearModel, data: P1Data, *, relax: bool = False) -> StageVariables:
     """Create R and S (binary), FREE and U (continuous) for ``data`` in ``model``.
 
     Only the variables the domain (§4) leaves open become columns; the others are
@@ -421,7 +230,7 @@ def add_variables(model: LinearModel, data: StageData, *, relax: bool = False) -
 
     U: list[dict[int, Col]] = []
     positions: list[tuple[int, ...]] = []
-    capacity = max(data.budget_bytes, 0) // data.byte_unit  # C7, in units of g
+    capacity = max(data.budget_bytes, 0) // data.scale  # C7, in units of g
     for t in range(n):
         ks = tuple(sorted(R[t]))
         positions.append(ks)
