@@ -6,20 +6,20 @@ Checkmate/Moccasin form (:func:`from_node_link`), or the random layered-DAG
 generator (:func:`random_layered`).
 """
 
+from monet_ilp.graph import zoo
 from monet_ilp.graph.analysis import GraphSummary, MemoryPeak, store_all_peak, summarize
 from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph
 from monet_ilp.graph.node_link import from_node_link, save_node_link, to_node_link
 from monet_ilp.graph.onnx_import import SUPPORTED_OPS, from_onnx
 from monet_ilp.graph.random_dag import random_layered
-from monet_ilp.graph import zoo  # noqa: E402  (after the importer it uses)
 
 __all__ = [
+    "SUPPORTED_OPS",
     "DType",
     "GraphSummary",
     "MemoryPeak",
     "Op",
     "OpKind",
-    "SUPPORTED_OPS",
     "Tensor",
     "TensorKind",
     "TrainingGraph",

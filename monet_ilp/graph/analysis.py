@@ -7,8 +7,9 @@ and instance building takes its default budget from :func:`store_all_peak`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ class GraphSummary:
     optimizer_state_bytes: int
     store_all_peak: MemoryPeak
 
-    def as_dict(self) -> dict:
+    def as_dict(self) -> dict[str, Any]:
         data = dict(self.__dict__)
         data["store_all_peak"] = {
             "total_bytes": self.store_all_peak.total_bytes,

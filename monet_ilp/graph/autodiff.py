@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
+from typing import Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph
@@ -128,7 +129,7 @@ def derive_training_graph(
     granularity: str = "layer",
     optimizer: str = "sgd",
     loss: str = "cross_entropy",
-    meta: Mapping | None = None,
+    meta: Mapping[str, Any] | None = None,
 ) -> TrainingGraph:
     """Derive forward, loss, backward and optimizer ops from lowered forward nodes."""
     if optimizer not in OPTIMIZERS:
@@ -146,9 +147,11 @@ def derive_training_graph(
 class _Derivation:
     """One pass of the derivation; holds the bookkeeping shared by its steps."""
 
-    def __init__(self, name, groups, infos, graph_inputs, output, optimizer, loss, granularity, meta):
+    def __init__(self, name: str, groups: list[list[FwdNode]], infos: Mapping[str, TensorInfo],
+                 graph_inputs: Sequence[str], output: str, optimizer: str, loss: str, granularity: str,
+                 meta: Mapping[str, Any] | None) -> None:
         self.name = name
-        self.groups: list[list[FwdNode]] = groups
+        self.groups = groups
         self.infos = dict(infos)
         self.graph_inputs = list(graph_inputs)
         self.output = output
@@ -174,9 +177,11 @@ class _Derivation:
                     shape: tuple[int, ...] | None = None, dtype: DType | None = None) -> str:
         if tid in self.tensors:
             return tid
-        info = self.infos[like] if like is not None else None
-        shape = shape if shape is not None else info.shape
-        dtype = dtype if dtype is not None else info.dtype
+        if shape is None or dtype is None:
+            assert like is not None, "a tensor without a shape and dtype copies those of another"
+            info = self.infos[like]
+            shape = shape if shape is not None else info.shape
+            dtype = dtype if dtype is not None else info.dtype
         self.tensors[tid] = Tensor(
             id=tid,
             kind=kind,
@@ -196,9 +201,9 @@ class _Derivation:
             produced = {t for n in group for t in n.outputs}
             for n in group:
                 for t in n.inputs:
-                    if t in n.needs and t not in produced and requires_grad.get(t, self._is_weight(t)):
-                        if gi not in grad_readers[t]:
-                            grad_readers[t].append(gi)
+                    if (t in n.needs and t not in produced and requires_grad.get(t, self._is_weight(t))
+                            and gi not in grad_readers[t]):
+                        grad_readers[t].append(gi)
         self._forward_ops()
         loss_grad = self._loss_ops()
         grads_in: dict[str, list[str]] = defaultdict(list)  # tensor -> partial grads of it
@@ -297,7 +302,8 @@ class _Derivation:
         )
         return grad
 
-    def _backward_ops(self, gi, requires_grad, grad_readers, grads_in, weight_grads) -> None:
+    def _backward_ops(self, gi: int, requires_grad: Mapping[str, bool], grad_readers: Mapping[str, list[int]],
+                      grads_in: dict[str, list[str]], weight_grads: dict[str, list[str]]) -> None:
         group = self.groups[gi]
         layer = self.layer_names[gi]
         produced = {t for n in group for t in n.outputs}

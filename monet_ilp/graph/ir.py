@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 import networkx as nx
 
@@ -158,14 +159,16 @@ class TrainingGraph:
     ops: tuple[Op, ...]
     tensors: tuple[Tensor, ...]
     meta: Mapping[str, Any] = field(default_factory=dict)
+    _op_index: Mapping[str, Op] = field(init=False, repr=False, compare=False)
+    _tensor_index: Mapping[str, Tensor] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
-        object.__setattr__(self, "_op_index", MappingProxyType({op.id: op for op in self.ops}))
-        object.__setattr__(
-            self, "_tensor_index", MappingProxyType({t.id: t for t in self.tensors})
-        )
-        _validate(self)
+        op_index = MappingProxyType({op.id: op for op in self.ops})
+        tensor_index = MappingProxyType({t.id: t for t in self.tensors})
+        object.__setattr__(self, "_op_index", op_index)
+        object.__setattr__(self, "_tensor_index", tensor_index)
+        _validate(self, op_index, tensor_index)
 
     # ------------------------------------------------------------------ building
     @classmethod
@@ -177,7 +180,7 @@ class TrainingGraph:
         meta: Mapping[str, Any] | None = None,
         *,
         reorder: bool = False,
-    ) -> "TrainingGraph":
+    ) -> TrainingGraph:
         """Build a graph, deriving every tensor's producer and consumers from ``ops``.
 
         With ``reorder=True`` the ops are put in a topological order (stable with
@@ -233,10 +236,10 @@ class TrainingGraph:
 
     # ------------------------------------------------------------------- access
     def op(self, op_id: str) -> Op:
-        return self._op_index[op_id]  # type: ignore[attr-defined]
+        return self._op_index[op_id]
 
     def tensor(self, tensor_id: str) -> Tensor:
-        return self._tensor_index[tensor_id]  # type: ignore[attr-defined]
+        return self._tensor_index[tensor_id]
 
     def ops_of_kind(self, *kinds: OpKind) -> tuple[Op, ...]:
         return tuple(op for op in self.ops if op.kind in kinds)
@@ -263,13 +266,13 @@ class TrainingGraph:
                 saved.append(t)
         return tuple(saved)
 
-    def to_networkx(self) -> nx.DiGraph:
+    def to_networkx(self) -> nx.DiGraph[str]:
         """Op-level DAG view: nodes are op ids, an edge u->v carries the tensors u passes v.
 
         Node attributes copy the op's fields; edge attributes are ``tensors`` (ids)
         and ``bytes`` (their total size).
         """
-        g = nx.DiGraph(name=self.name)
+        g: nx.DiGraph[str] = nx.DiGraph(name=self.name)
         for op in self.ops:
             g.add_node(
                 op.id,
@@ -303,7 +306,7 @@ class TrainingGraph:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> "TrainingGraph":
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> TrainingGraph:
         """Rebuild a graph from :meth:`to_dict` output; ``source`` names the file in errors."""
         try:
             if not isinstance(data, Mapping) or data.get("format") != FORMAT_NAME:
@@ -323,19 +326,22 @@ class TrainingGraph:
             ops = [_op_from_dict(o, i) for i, o in enumerate(_list(data, "ops"))]
             return cls.build(str(data.get("name", "graph")), ops, tensors, data.get("meta") or {})
         except GraphError as err:
-            raise err.with_file(source) if source else err
+            if source:
+                err.with_file(source)
+            raise
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "TrainingGraph":
+    def load(cls, path: str | Path) -> TrainingGraph:
         path = Path(path)
         data = read_json(path)
         try:
             return cls.from_dict(data, source=str(path))
         except InputFormatError as err:
-            raise err.with_file(str(path))
+            err.with_file(str(path))
+            raise
 
 
 # --------------------------------------------------------------------- helpers
@@ -361,7 +367,7 @@ def read_json(path: str | Path) -> Any:
         ) from None
 
 
-def _check_unique(items: list, what: str) -> None:
+def _check_unique(items: Sequence[Op | Tensor], what: str) -> None:
     seen: set[str] = set()
     for item in items:
         if item.id in seen:
@@ -374,7 +380,7 @@ def _check_unique(items: list, what: str) -> None:
 
 
 def _topological(ops: list[Op], producer: Mapping[str, str]) -> list[Op]:
-    g = nx.DiGraph()
+    g: nx.DiGraph[str] = nx.DiGraph()
     position = {op.id: i for i, op in enumerate(ops)}
     g.add_nodes_from(position)
     for op in ops:
@@ -387,7 +393,7 @@ def _topological(ops: list[Op], producer: Mapping[str, str]) -> list[Op]:
     return [by_id[o] for o in order]
 
 
-def _raise_on_cycle(g: nx.DiGraph) -> None:
+def _raise_on_cycle(g: nx.DiGraph[str]) -> None:
     try:
         cycle = nx.find_cycle(g)
     except nx.NetworkXNoCycle:
@@ -400,38 +406,36 @@ def _raise_on_cycle(g: nx.DiGraph) -> None:
     )
 
 
-def _validate(graph: TrainingGraph) -> None:
-    tensors = graph._tensor_index  # type: ignore[attr-defined]
-    ops = graph._op_index  # type: ignore[attr-defined]
+def _validate(graph: TrainingGraph, ops: Mapping[str, Op], tensors: Mapping[str, Tensor]) -> None:
     if len(ops) != len(graph.ops):
         _check_unique(list(graph.ops), "op")
     if len(tensors) != len(graph.tensors):
         _check_unique(list(graph.tensors), "tensor")
     if not graph.ops:
         raise GraphError("the graph has no ops", field="ops", fix="build a graph with at least one op")
-    for t in graph.tensors:
-        if not isinstance(t.bytes, int) or isinstance(t.bytes, bool) or t.bytes <= 0:
+    for tensor in graph.tensors:
+        if not isinstance(tensor.bytes, int) or isinstance(tensor.bytes, bool) or tensor.bytes <= 0:
             raise GraphError(
-                f"tensor {t.id!r} has size {t.bytes!r} bytes; sizes must be positive integers",
-                field=f"tensors.{t.id}.bytes",
+                f"tensor {tensor.id!r} has size {tensor.bytes!r} bytes; sizes must be positive integers",
+                field=f"tensors.{tensor.id}.bytes",
                 fix="give every tensor a positive byte size",
             )
-        if any((not isinstance(d, int)) or d <= 0 for d in t.shape):
+        if any((not isinstance(d, int)) or d <= 0 for d in tensor.shape):
             raise GraphError(
-                f"tensor {t.id!r} has shape {list(t.shape)}; dimensions must be positive",
-                field=f"tensors.{t.id}.shape",
+                f"tensor {tensor.id!r} has shape {list(tensor.shape)}; dimensions must be positive",
+                field=f"tensors.{tensor.id}.shape",
                 fix="give static, positive shapes (run shape inference or fix the input shape)",
             )
-        if t.shape and t.bytes != math.prod(t.shape) * t.dtype.itemsize:
+        if tensor.shape and tensor.bytes != math.prod(tensor.shape) * tensor.dtype.itemsize:
             raise GraphError(
-                f"tensor {t.id!r}: {t.bytes} bytes does not match shape {list(t.shape)} of {t.dtype}",
-                field=f"tensors.{t.id}.bytes",
+                f"tensor {tensor.id!r}: {tensor.bytes} bytes does not match shape {list(tensor.shape)} of {tensor.dtype}",
+                field=f"tensors.{tensor.id}.bytes",
                 fix="set bytes = prod(shape) * itemsize",
             )
-        if t.producer is not None and t.producer not in ops:
+        if tensor.producer is not None and tensor.producer not in ops:
             raise GraphError(
-                f"tensor {t.id!r} names unknown producer {t.producer!r}",
-                field=f"tensors.{t.id}.producer",
+                f"tensor {tensor.id!r} names unknown producer {tensor.producer!r}",
+                field=f"tensors.{tensor.id}.producer",
                 fix="build graphs with TrainingGraph.build",
             )
     seen: set[str] = set()
@@ -466,11 +470,12 @@ def _validate(graph: TrainingGraph) -> None:
         for t in op.inputs:
             producer = tensors[t].producer
             if producer is not None and producer not in seen:
-                g = nx.DiGraph()
+                g: nx.DiGraph[str] = nx.DiGraph()
                 for o in graph.ops:
                     for i in o.inputs:
-                        if tensors[i].producer is not None:
-                            g.add_edge(tensors[i].producer, o.id)
+                        source = tensors[i].producer
+                        if source is not None:
+                            g.add_edge(source, o.id)
                 _raise_on_cycle(g)
                 raise GraphError(
                     f"op {op.id!r} reads {t!r} before its producer {producer!r} runs",
@@ -505,7 +510,7 @@ def _check_reaches_loss(graph: TrainingGraph) -> None:
             )
 
 
-def _list(data: Mapping[str, Any], key: str) -> list:
+def _list(data: Mapping[str, Any], key: str) -> list[Any]:
     value = data.get(key)
     if not isinstance(value, list):
         raise InputFormatError(
@@ -553,7 +558,7 @@ def _op_to_dict(op: Op) -> dict[str, Any]:
     return data
 
 
-def _field(record: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]):
+def _field(record: Mapping[str, Any], key: str, where: str, kind: type | tuple[type, ...]) -> Any:
     if key not in record:
         raise InputFormatError(f"missing field {key!r}", field=f"{where}.{key}", fix=f"add {key!r}")
     value = record[key]

@@ -75,8 +75,9 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from monet_ilp.errors import GraphError, InputFormatError, MonetError
 from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph, read_json
@@ -186,7 +187,7 @@ def node_op(
 
 # ------------------------------------------------------------------------ import
 def from_node_link(
-    data_or_path: str | os.PathLike | Mapping[str, Any], *, name: str | None = None
+    data_or_path: str | os.PathLike[str] | Mapping[str, Any], *, name: str | None = None
 ) -> TrainingGraph:
     """Build a TrainingGraph from a node-link JSON graph (Checkmate or Moccasin form).
 
@@ -227,7 +228,9 @@ def from_node_link(
     try:
         return _parse(data, name, default_name)
     except MonetError as err:
-        raise (err.with_file(file) if file else err)
+        if file:
+            err.with_file(file)
+        raise
 
 
 def _parse(data: Any, name: str | None, default_name: str) -> TrainingGraph:
@@ -243,7 +246,7 @@ def _parse(data: Any, name: str | None, default_name: str) -> TrainingGraph:
             field="directed",
             fix="export a networkx DiGraph or MultiDiGraph",
         )
-    graph_attrs = data.get("graph") if isinstance(data.get("graph"), Mapping) else {}
+    graph_attrs: Mapping[str, Any] = data["graph"] if isinstance(data.get("graph"), Mapping) else {}
     nodes = _parse_nodes(data)
     preds = _parse_edges(data, nodes)
 
@@ -351,7 +354,8 @@ def _node_id(value: Any, where: str) -> str:
     return str(value)
 
 
-def _lookup(raw: Mapping[str, Any], keys: tuple[str, str], op_id: str, what: str, where: str):
+def _lookup(raw: Mapping[str, Any], keys: tuple[str, str], op_id: str, what: str, where: str
+            ) -> tuple[str, Any]:
     for key in keys:
         if key in raw:
             return key, raw[key]
@@ -643,10 +647,10 @@ def to_node_link(graph: TrainingGraph) -> dict[str, Any]:
         if not op.outputs:
             node["virtual"] = True
         nodes.append(node)
-    links = []
+    links: list[dict[str, str]] = []
     for op in graph.ops:
         producers = dict.fromkeys(
-            graph.tensor(t).producer for t in op.inputs if graph.tensor(t).producer is not None
+            p for t in op.inputs if (p := graph.tensor(t).producer) is not None
         )
         links.extend({"source": p, "target": op.id} for p in producers)
     return {
@@ -658,7 +662,7 @@ def to_node_link(graph: TrainingGraph) -> dict[str, Any]:
     }
 
 
-def save_node_link(graph: TrainingGraph, path: str | os.PathLike) -> None:
+def save_node_link(graph: TrainingGraph, path: str | os.PathLike[str]) -> None:
     """Write :func:`to_node_link` of ``graph`` to ``path`` as JSON.
 
     Parameters

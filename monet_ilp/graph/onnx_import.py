@@ -10,10 +10,12 @@ optimizer ops.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any
 
+import networkx as nx
 import numpy as np
 import onnx
 from onnx import numpy_helper
@@ -22,7 +24,7 @@ from monet_ilp.errors import GraphError, InputFormatError, MonetError, Unsupport
 from monet_ilp.graph.autodiff import FwdNode, TensorInfo, derive_training_graph
 from monet_ilp.graph.ir import DType, TrainingGraph
 
-_ONNX_DTYPES = {
+_ONNX_DTYPES: dict[int, DType] = {
     onnx.TensorProto.FLOAT: DType.FP32,
     onnx.TensorProto.FLOAT16: DType.FP16,
     onnx.TensorProto.BFLOAT16: DType.BF16,
@@ -103,7 +105,9 @@ def from_onnx(
             name=name or (Path(source).stem if source else proto.graph.name or "model"),
         ).run()
     except MonetError as err:
-        raise err.with_file(source) if source else err
+        if source:
+            err.with_file(source)
+        raise
 
 
 def _parse_dtype(dtype: str | None) -> DType | None:
@@ -126,7 +130,7 @@ def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
         raise InputFormatError("file not found", file=str(path), fix="check the path")
     try:
         proto = onnx.load(str(path), load_external_data=False)
-    except Exception as err:  # onnx raises DecodeError, ValueError, ...
+    except Exception as err:  # noqa: BLE001  (onnx raises DecodeError, ValueError, OSError, ...)
         raise InputFormatError(
             f"not a readable ONNX model ({type(err).__name__}: {err})",
             file=str(path),
@@ -150,13 +154,14 @@ class _Node:
     op_type: str
     inputs: list[str]
     outputs: list[str]
-    attrs: dict
+    attrs: dict[str, Any]
     members: tuple[str, ...] = ()
 
 
 class _Importer:
-    def __init__(self, proto, *, optimizer, granularity, dtype, loss, allow_unknown, output,
-                 input_shapes, batch, name):
+    def __init__(self, proto: onnx.ModelProto, *, optimizer: str, granularity: str, dtype: DType | None,
+                 loss: str, allow_unknown: bool, output: str | None,
+                 input_shapes: Mapping[str, Sequence[int]], batch: int | None, name: str) -> None:
         self.proto = proto
         self.optimizer = optimizer
         self.granularity = granularity
@@ -212,10 +217,10 @@ class _Importer:
         graph_inputs = [i for i in input_names if i in self.used]
         output = self._pick_output(graph)
         tensor_infos = {
-            t: TensorInfo(self._shape(t), self._dtype(t), t in self.params) for t in self._all_tensors(fwd_nodes, graph_inputs)
+            t: TensorInfo(self.shape_of(t), self.dtype_of(t), t in self.params) for t in self._all_tensors(fwd_nodes, graph_inputs)
         }
-        for n in fwd_nodes:
-            for extra in n.outputs[1:]:
+        for fwd in fwd_nodes:
+            for extra in fwd.outputs[1:]:
                 tensor_infos[extra] = self.extra_infos[extra]
         meta = {
             "source": "onnx",
@@ -271,20 +276,19 @@ class _Importer:
                     )
         return model
 
-    def _collect_value_infos(self, graph) -> dict[str, tuple[tuple[int, ...] | None, int]]:
-        infos = {}
+    def _collect_value_infos(self, graph: onnx.GraphProto) -> dict[str, tuple[tuple[int, ...] | None, int]]:
+        infos: dict[str, tuple[tuple[int, ...] | None, int]] = {}
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
             tt = vi.type.tensor_type
             shape = None
-            if tt.HasField("shape"):
-                dims = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-                shape = None if any(d is None for d in dims) else tuple(dims)
+            if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                shape = tuple(d.dim_value for d in tt.shape.dim)
             infos[vi.name] = (shape, tt.elem_type)
         for t in self.initializers.values():
             infos[t.name] = (tuple(t.dims), t.data_type)
         return infos
 
-    def _shape(self, t: str) -> tuple[int, ...]:
+    def shape_of(self, t: str) -> tuple[int, ...]:
         shape, _ = self.infos.get(t, (None, 0))
         if shape is None:
             raise GraphError(
@@ -300,7 +304,7 @@ class _Importer:
             )
         return shape
 
-    def _dtype(self, t: str) -> DType:
+    def dtype_of(self, t: str) -> DType:
         _, elem = self.infos.get(t, (None, onnx.TensorProto.FLOAT))
         dt = _ONNX_DTYPES.get(elem)
         if dt is None:
@@ -331,13 +335,9 @@ class _Importer:
                 values[n.outputs[0]] = _constant_attr_value(n)
             elif n.op_type in SHAPE_OPS or (
                 n.inputs and all(i == "" or i in values for i in n.inputs)
-            ):
+            ) or n.op_type in ("ConstantOfShape", "Range") and all(i in values for i in n.inputs if i):
                 for out in n.outputs:
                     values[out] = None
-            elif n.op_type == "ConstantOfShape" or n.op_type == "Range":
-                if all(i in values for i in n.inputs if i):
-                    for out in n.outputs:
-                        values[out] = None
         return values
 
     def _is_constant_node(self, n: _Node) -> bool:
@@ -367,7 +367,7 @@ class _Importer:
             names.append(n.outputs[0])
         return list(dict.fromkeys(names))
 
-    def _pick_output(self, graph) -> str:
+    def _pick_output(self, graph: onnx.GraphProto) -> str:
         outputs = [o.name for o in graph.output]
         if self.output_name is not None:
             if self.output_name not in outputs:
@@ -429,7 +429,7 @@ class _RuleContext:
         self.node = node
         self.all_inputs = inputs
 
-    def attr(self, key: str, default=None):
+    def attr(self, key: str, default: Any = None) -> Any:
         return self.node.attrs.get(key, default)
 
     def is_tensor(self, t: str) -> bool:
@@ -459,11 +459,11 @@ class _RuleContext:
         return t
 
     def shape(self, t: str) -> tuple[int, ...]:
-        return self.importer._shape(t)
+        return self.importer.shape_of(t)
 
     def in_shape(self, k: int) -> tuple[int, ...]:
         """Shape of input ``k`` as this node sees it (a view may differ from the tensor it aliases)."""
-        return self.importer._shape(self.node.inputs[k])
+        return self.importer.shape_of(self.node.inputs[k])
 
     @property
     def out(self) -> str:
@@ -482,7 +482,7 @@ class _RuleContext:
         return tid
 
     def float_dtype(self) -> DType:
-        return self.importer._dtype(self.out)
+        return self.importer.dtype_of(self.out)
 
 
 # ------------------------------------------------------------------- op rules
@@ -501,13 +501,13 @@ def _rule_conv(c: _RuleContext) -> FwdNode:
     strides = list(c.attr("strides", [1] * len(kernel)))
     dims = {"B": ys[0], "K": ws[0], "C": ws[1], "G": group}
     names_out = ("OY", "OX") if len(spatial_out) == 2 else tuple(f"O{i}" for i in range(len(spatial_out)))
-    for key, size in zip(names_out[-len(spatial_out):], spatial_out):
+    for key, size in zip(names_out[-len(spatial_out):], spatial_out, strict=True):
         dims[key] = size
-    for key, size in zip(("FY", "FX")[-len(kernel):] if len(kernel) <= 2 else [f"F{i}" for i in range(len(kernel))], kernel):
+    for key, size in zip(_axis_names("FY", "FX", "F", len(kernel)), kernel, strict=True):
         dims[key] = size
-    for key, size in zip(("IY", "IX")[-len(spatial_in):] if len(spatial_in) <= 2 else [f"I{i}" for i in range(len(spatial_in))], spatial_in):
+    for key, size in zip(_axis_names("IY", "IX", "I", len(spatial_in)), spatial_in, strict=True):
         dims[key] = size
-    for key, size in zip(("SY", "SX")[-len(strides):] if len(strides) <= 2 else [f"S{i}" for i in range(len(strides))], strides):
+    for key, size in zip(_axis_names("SY", "SX", "S", len(strides)), strides, strict=True):
         dims[key] = int(size)
     inputs = [x, w] + ([b] if b else [])
     needs = {x: {w}, w: {x}}
@@ -518,6 +518,11 @@ def _rule_conv(c: _RuleContext) -> FwdNode:
         grad_flops[b] = math.prod(ys)
     return FwdNode(c.node.name, "Conv", inputs, [c.out], macs=macs, flops=2 * macs + (math.prod(ys) if b else 0),
                    dims=dims, needs=needs, grad_macs=grad_macs, grad_flops=grad_flops)
+
+
+def _axis_names(y: str, x: str, prefix: str, n: int) -> tuple[str, ...]:
+    """Names of ``n`` spatial axes: the last ``n`` of ``(y, x)``, or ``prefix0, prefix1, ...``."""
+    return (y, x)[2 - n:] if n <= 2 else tuple(f"{prefix}{i}" for i in range(n))
 
 
 def _matmul_node(c: _RuleContext, a: str, b: str, k: int, bias: str | None) -> FwdNode:
@@ -722,7 +727,13 @@ SUPPORTED_OPS = frozenset(OP_RULES) | VIEW_OPS | SHAPE_OPS | {"Constant", "Const
 
 
 # ------------------------------------------------------------------ patterns
-def _fuse_patterns(nodes: list[_Node], constants: Mapping[str, np.ndarray | None]) -> list[_Node]:
+#: The nodes that read each tensor, the node that writes it, and the constants' values.
+_Readers = Mapping[str, list[_Node]]
+_Producers = Mapping[str, _Node]
+_Constants = Mapping[str, np.ndarray | None]
+
+
+def _fuse_patterns(nodes: list[_Node], constants: _Constants) -> list[_Node]:
     """Replace the Erf-GELU and LayerNorm decompositions by single nodes."""
     for matcher in (_match_gelu, _match_layernorm):
         while True:
@@ -746,13 +757,13 @@ def _fuse_patterns(nodes: list[_Node], constants: Mapping[str, np.ndarray | None
     return nodes
 
 
-def _sole_reader(t: str, readers, op_type: str | tuple[str, ...]) -> _Node | None:
+def _sole_reader(t: str, readers: _Readers, op_type: str | tuple[str, ...]) -> _Node | None:
     rs = readers.get(t, [])
     types = (op_type,) if isinstance(op_type, str) else op_type
     return rs[0] if len(rs) == 1 and rs[0].op_type in types else None
 
 
-def _const_value(t: str, constants) -> float | None:
+def _const_value(t: str, constants: _Constants) -> float | None:
     value = constants.get(t)
     if value is None or np.size(value) != 1:
         return None
@@ -763,7 +774,8 @@ def _other(n: _Node, t: str) -> str:
     return n.inputs[1] if n.inputs[0] == t else n.inputs[0]
 
 
-def _match_gelu(erf: _Node, producer, readers, constants):
+def _match_gelu(erf: _Node, producer: _Producers, readers: _Readers, constants: _Constants
+                ) -> tuple[_Node, list[_Node]] | None:
     """x -> Div(sqrt 2) | Mul(1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), in either Mul order."""
     if erf.op_type != "Erf":
         return None
@@ -800,7 +812,8 @@ def _match_gelu(erf: _Node, producer, readers, constants):
     return _Node(name, "Gelu", [x], [out], {}, tuple(m.name for m in members)), members
 
 
-def _match_layernorm(mean: _Node, producer, readers, constants):
+def _match_layernorm(mean: _Node, producer: _Producers, readers: _Readers, constants: _Constants
+                     ) -> tuple[_Node, list[_Node]] | None:
     """x -> ReduceMean -> Sub -> Pow(2) -> ReduceMean -> Add(eps) -> Sqrt -> Div [-> Mul(g) -> Add(b)]."""
     if mean.op_type != "ReduceMean":
         return None
@@ -815,9 +828,9 @@ def _match_layernorm(mean: _Node, producer, readers, constants):
     if pow_ is None or div is None or len(centred) != 2 or _const_value(pow_.inputs[1], constants) != 2.0:
         return None
     var = _sole_reader(pow_.outputs[0], readers, "ReduceMean")
-    eps = var and _sole_reader(var.outputs[0], readers, "Add")
-    sqrt = eps and _sole_reader(eps.outputs[0], readers, "Sqrt")
-    if sqrt is None or _sole_reader(sqrt.outputs[0], readers, "Div") is not div:
+    eps = _sole_reader(var.outputs[0], readers, "Add") if var is not None else None
+    sqrt = _sole_reader(eps.outputs[0], readers, "Sqrt") if eps is not None else None
+    if var is None or eps is None or sqrt is None or _sole_reader(sqrt.outputs[0], readers, "Div") is not div:
         return None
     epsilon = _const_value(_other(eps, var.outputs[0]), constants)
     if epsilon is None:
@@ -842,7 +855,7 @@ def _match_layernorm(mean: _Node, producer, readers, constants):
 def _pattern_name(members: list[_Node], kind: str) -> str:
     names = [m.name for m in members]
     prefix = ""
-    for chars in zip(*names):
+    for chars in zip(*names, strict=False):  # up to the shortest name: a common prefix
         if len(set(chars)) != 1:
             break
         prefix += chars[0]
@@ -891,15 +904,14 @@ def _without_weight_data(proto: onnx.ModelProto) -> onnx.ModelProto:
                 g.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
         else:
             g.initializer.append(init)
-    if model.ir_version < 4:
-        model.ir_version = 4
+    model.ir_version = max(model.ir_version, 4)
     return model
 
 
 def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
     try:
         return onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
-    except Exception as err:
+    except Exception as err:  # noqa: BLE001  (inference errors come from C++ under several types)
         raise InputFormatError(
             f"ONNX shape inference failed: {err}",
             field="graph",
@@ -932,10 +944,8 @@ def _shape_unknown_ops_elementwise(model: onnx.ModelProto) -> onnx.ModelProto:
 
 def _topological_nodes(nodes: list[_Node]) -> list[_Node]:
     """ONNX requires nodes in topological order; sort anyway, and name any cycle."""
-    import networkx as nx
-
     producer = {o: k for k, n in enumerate(nodes) for o in n.outputs if o}
-    g = nx.DiGraph()
+    g: nx.DiGraph[int] = nx.DiGraph()
     g.add_nodes_from(range(len(nodes)))
     for k, n in enumerate(nodes):
         for i in n.inputs:

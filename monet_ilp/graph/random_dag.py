@@ -146,6 +146,7 @@ def random_layered(
             inputs=[str(u) for u in preds[v]],
             layer=f"layer{layer_of[v]}",
         )
+        assert tensor is not None  # a node with a size writes one tensor
         ops.append(op)
         tensors.append(tensor)
 

@@ -15,14 +15,17 @@ import inspect
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from monet_ilp.errors import MonetError, UnknownModelError
-from monet_ilp.graph.ir import TrainingGraph
+from monet_ilp.graph.onnx_import import from_onnx
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
 
 __all__ = [
     "GPT2_PRESETS",
@@ -113,9 +116,10 @@ class _Onnx:
                 .tobytes()
             )
         else:
-            data = self._zeros.get(4 * n)
-            if data is None:
-                data = self._zeros[4 * n] = bytes(4 * n)  # shared by same-size tensors
+            zeros = self._zeros.get(4 * n)
+            if zeros is None:
+                zeros = self._zeros[4 * n] = bytes(4 * n)  # shared by same-size tensors
+            data = zeros
         t = self.graph.initializer.add()
         t.name = self._new_tensor(name)
         t.data_type = _FLOAT
@@ -135,19 +139,22 @@ class _Onnx:
         op: str,
         inputs: Sequence[str],
         name: str,
-        outputs: Sequence[str] | str | None = None,
+        output: str | None = None,
         **attrs: Any,
-    ) -> Any:
-        """Add a node; its output is named after it unless ``outputs`` says otherwise."""
+    ) -> str:
+        """Add a node; its output is named after it unless ``output`` says otherwise."""
+        return self.node_outputs(op, inputs, name, [name if output is None else output], **attrs)[0]
+
+    def node_outputs(
+        self, op: str, inputs: Sequence[str], name: str, outputs: Sequence[str], **attrs: Any
+    ) -> list[str]:
+        """Add a node with several outputs."""
         if name in self._nodes:
             raise AssertionError(f"zoo: node {name!r} defined twice")
         self._nodes.add(name)
-        single = outputs is None or isinstance(outputs, str)
-        outs = [name if outputs is None else outputs] if single else list(outputs)
-        for o in outs:
-            self._new_tensor(o)
+        outs = [self._new_tensor(o) for o in outputs]
         self.graph.node.append(helper.make_node(op, list(inputs), outs, name=name, **attrs))
-        return outs[0] if single else outs
+        return outs
 
     # ------------------------------------------------------ common layers
     def conv(
@@ -394,7 +401,7 @@ def vgg16_onnx(
     x = b.input("input", (batch, 3, image, image))
     cin, block, idx, side = 3, 1, 1, image
     for item in VGG16_CFG:
-        if item == "M":
+        if isinstance(item, str):  # "M": a max-pool
             x = b.node("MaxPool", [x], f"pool{block}", kernel_shape=[2, 2], strides=[2, 2])
             block, idx, side = block + 1, 1, side // 2
             continue
@@ -488,7 +495,7 @@ def mobilenet_v2_onnx(
         for i in range(n):
             stride = s if i == 0 else 1
             p = f"features.{index}"
-            hidden = int(round(cin * t))
+            hidden = round(cin * t)
             y = x
             if t != 1:
                 y = conv_bn_relu6(y, f"{p}.expand", cin, hidden, 1, 1)
@@ -590,7 +597,7 @@ def gpt2_onnx(
         p = f"h.{i}"
         a = b.layernorm(h, f"{p}.ln_1", d)
         qkv = b.linear(a, f"{p}.attn.c_attn", d, 3 * d, output=f"{p}.attn.qkv")
-        q, k, v = b.node(
+        q, k, v = b.node_outputs(
             "Split",
             [qkv, qkv_split],
             f"{p}.attn.split",
@@ -633,8 +640,6 @@ def gpt2_onnx(
 def _import_graph(
     model: onnx.ModelProto, where: str, import_options: dict[str, Any]
 ) -> TrainingGraph:
-    from monet_ilp.graph.onnx_import import from_onnx
-
     unknown = sorted(set(import_options) - {*IMPORT_OPTIONS, "name"})
     if unknown:
         raise MonetError(
@@ -858,7 +863,8 @@ def onnx_model(name: str, **params: Any) -> onnx.ModelProto:
     return onnx_builder(**fixed, **params)
 
 
-def _check_model_params(name, onnx_builder, fixed, params, also_valid) -> None:
+def _check_model_params(name: str, onnx_builder: Callable[..., Any], fixed: Mapping[str, Any],
+                        params: Mapping[str, Any], also_valid: Sequence[str]) -> None:
     valid = _model_param_names(onnx_builder, fixed)
     for key in params:
         if key not in valid:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
@@ -36,7 +38,7 @@ def model(nodes, inputs, outputs, initializers=(), opset=17) -> onnx.ModelProto:
 def mlp(batch=8, sizes=(16, 32, 32, 4)) -> onnx.ModelProto:
     nodes, inits = [], []
     prev = "x"
-    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         nodes.append(helper.make_node("Gemm", [prev, f"W{i}", f"b{i}"], [f"h{i}"], name=f"fc{i}", transB=1))
         inits += [weight(f"W{i}", (fan_out, fan_in)), weight(f"b{i}", (fan_out,))]
         prev = f"h{i}"

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from monet_ilp.graph import Op, OpKind, Tensor, TensorKind, TrainingGraph, from_onnx, store_all_peak, summarize
+from monet_ilp.graph import (
+    Op,
+    OpKind,
+    Tensor,
+    TensorKind,
+    TrainingGraph,
+    from_onnx,
+    store_all_peak,
+    summarize,
+)
 
 from . import onnx_builders as ob
 

@@ -15,9 +15,9 @@ from monet_ilp.graph import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph
 def chain(sizes=(4, 8, 16)) -> TrainingGraph:
     """a -> b -> c, each op writing one activation of the given size."""
     names = "abc"[: len(sizes)]
-    tensors = [Tensor(f"t_{n}", TensorKind.ACTIVATION, s) for n, s in zip(names, sizes)]
+    tensors = [Tensor(f"t_{n}", TensorKind.ACTIVATION, s) for n, s in zip(names, sizes, strict=True)]
     ops = [Op(n, OpKind.FORWARD, "node", inputs=(f"t_{p}",) if p else (), outputs=(f"t_{n}",), cost=1)
-           for p, n in zip([None, *names], names)]
+           for p, n in zip([None, *names], names, strict=False)]
     return TrainingGraph.build("chain", ops, tensors)
 
 

@@ -95,7 +95,7 @@ def test_width_one_is_a_chain():
     size=st.tuples(st.integers(1, 50), st.integers(0, 50)).map(lambda s: (s[0], s[0] + s[1])),
 )
 def test_structure_for_any_parameters(n, seed, width, edge_prob, skip, duration, size):
-    params = dict(width=width, skip=skip, duration=duration, size=size)
+    params = {"width": width, "skip": skip, "duration": duration, "size": size}
     graph = random_layered(n, seed=seed, edge_prob=edge_prob, **params)
     check_structure(graph, n, **params)
     assert graph == random_layered(n, seed=seed, edge_prob=edge_prob, **params)

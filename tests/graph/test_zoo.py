@@ -17,7 +17,7 @@ import pytest
 from onnx import numpy_helper
 
 from monet_ilp.errors import MonetError, UnknownModelError
-from monet_ilp.graph import zoo
+from monet_ilp.graph import OpKind, TensorKind, zoo
 
 HAVE_IMPORTER = importlib.util.find_spec("monet_ilp.graph.onnx_import") is not None
 needs_importer = pytest.mark.skipif(
@@ -201,7 +201,7 @@ def test_gpt2_attention_shapes_and_constants(inferred):
     assert np.array_equal(consts["pos_ids"], np.arange(64))
     assert float(consts["attn_scale"]) == pytest.approx(math.sqrt(32))
     assert [n.input[0] for n in _nodes(m, "Gather")] == ["wte.weight", "wpe.weight"]
-    lm_head = [n for n in m.graph.node if n.name == "lm_head"][0]
+    lm_head = next(n for n in m.graph.node if n.name == "lm_head")
     assert lm_head.op_type == "MatMul" and len(lm_head.input) == 2  # no bias, untied
     assert {i.name: i.type.tensor_type.elem_type for i in m.graph.input} == {
         "input_ids": onnx.TensorProto.INT64
@@ -252,8 +252,6 @@ def test_large_models_are_valid_onnx_and_import(name):
     m = _infer(zoo.onnx_model(name))
     assert _shapes(m)["logits"] == {"vgg16": (8, 1000), "gpt2_small": (1, 1024, 50257)}[name]
     if HAVE_IMPORTER:
-        from monet_ilp.graph import TensorKind
-
         g = zoo.build(name)
         assert g.name == name
         assert sum(t.numel for t in g.tensors_of_kind(TensorKind.WEIGHT)) == _trainable(m)
@@ -261,9 +259,9 @@ def test_large_models_are_valid_onnx_and_import(name):
 
 # --------------------------------------------------------- presets, weights
 def test_gpt2_presets_and_overrides():
-    assert zoo.GPT2_PRESETS["tiny"] == dict(
-        n_layer=2, d_model=128, n_head=4, seq=64, vocab=512, batch=4
-    )
+    assert zoo.GPT2_PRESETS["tiny"] == {
+        "n_layer": 2, "d_model": 128, "n_head": 4, "seq": 64, "vocab": 512, "batch": 4
+    }
     default, tiny = zoo.gpt2_onnx(), zoo.gpt2_onnx(preset="tiny")
     assert default.graph.name == "gpt2" and tiny.graph.name == "gpt2_tiny"
     assert default.graph.node == tiny.graph.node
@@ -439,8 +437,6 @@ def _resnet18_cifar_macs(batch: int = 1, classes: int = 10) -> int:
 
 @needs_importer
 def test_resnet18_cifar_forward_macs_match_textbook():
-    from monet_ilp.graph import OpKind
-
     expected = _resnet18_cifar_macs()
     assert expected == pytest.approx(0.556e9, rel=2e-3)  # the usual "0.56 GMACs" figure
     g = zoo.resnet18(variant="cifar", batch=1)
@@ -450,8 +446,6 @@ def test_resnet18_cifar_forward_macs_match_textbook():
 
 @needs_importer
 def test_graph_weights_are_the_trainable_parameters():
-    from monet_ilp.graph import TensorKind
-
     g = zoo.build("resnet18", batch=2)
     weights = g.tensors_of_kind(TensorKind.WEIGHT)
     assert sum(t.numel for t in weights) == 11_173_962  # running statistics are not trained
@@ -460,8 +454,6 @@ def test_graph_weights_are_the_trainable_parameters():
 
 @needs_importer
 def test_import_options_are_forwarded():
-    from monet_ilp.graph import OpKind, TensorKind
-
     sgd = zoo.build("gpt2_tiny")
     adam = zoo.build("gpt2_tiny", optimizer="adam", granularity="op", dtype="bf16")
     assert sgd.name == adam.name == "gpt2_tiny"
@@ -490,8 +482,6 @@ def test_import_options_are_forwarded():
     ],
 )
 def test_every_registered_model_builds(name, params):
-    from monet_ilp.graph import TensorKind
-
     g = zoo.MODELS[name](**params, granularity="layer")
     model = zoo.onnx_model(name, **params)
     assert g.has_loss
