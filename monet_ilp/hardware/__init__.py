@@ -4,17 +4,6 @@ Second stage of the pipeline: a :class:`Hardware` plus a training graph gives, t
 :mod:`.cost`, the integer cycles and picojoules of every (op, core) pair.
 """
 
-from monet_ilp.hardware.model import Core, Hardware, Link, Memory, MemoryKind, OpCost
-from monet_ilp.hardware.schema import (
-    HardwareError,
-    hardware_from_dict,
-    hardware_to_dict,
-    load_hardware,
-    parse_frequency,
-    parse_size,
-    validate_hardware_file,
-)
-from monet_ilp.hardware.presets import PRESETS, datacenter_gpu, edge_tpu, hetero_quad, parse_set, preset
 from monet_ilp.hardware.cost import (
     CostBreakdown,
     CostModelError,
@@ -24,8 +13,27 @@ from monet_ilp.hardware.cost import (
     dram_bandwidth_of,
     op_cost,
 )
+from monet_ilp.hardware.model import Core, Hardware, Link, Memory, MemoryKind, OpCost
+from monet_ilp.hardware.presets import (
+    PRESETS,
+    datacenter_gpu,
+    edge_tpu,
+    hetero_quad,
+    parse_set,
+    preset,
+)
+from monet_ilp.hardware.schema import (
+    HardwareError,
+    hardware_from_dict,
+    hardware_to_dict,
+    load_hardware,
+    parse_frequency,
+    parse_size,
+    validate_hardware_file,
+)
 
 __all__ = [
+    "PRESETS",
     "Core",
     "CostBreakdown",
     "CostModelError",
@@ -35,7 +43,6 @@ __all__ = [
     "Memory",
     "MemoryKind",
     "OpCost",
-    "PRESETS",
     "anchor_type",
     "can_run",
     "cost_breakdown",

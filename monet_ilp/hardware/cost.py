@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 from fractions import Fraction
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import Op, OpKind, TrainingGraph
-from monet_ilp.hardware.model import Core, Hardware, OpCost
+from monet_ilp.hardware.model import Core, Hardware, Link, OpCost
 
 __all__ = [
     "CostBreakdown",
@@ -173,6 +174,7 @@ def cost_breakdown(op: Op, graph: TrainingGraph, core: Core, hw: Hardware, *, pi
     sram_pj = _round(sram_r * _exact(core.sram_read_pj_per_byte) + sram_w * _exact(core.sram_write_pj_per_byte))
     if dram_r + dram_w:
         dram = hw.dram
+        assert dram is not None  # dram_bandwidth_of (C9) refused hardware without one
         dram_pj = _round(dram_r * _exact(dram.read_pj_per_byte) + dram_w * _exact(dram.write_pj_per_byte))
     else:
         dram_pj = 0
@@ -280,10 +282,10 @@ def dram_bandwidth_of(hw: Hardware, core: Core) -> Fraction:
 
 #: id(hw.links) -> (hw.links, dram id, {memory id: bottleneck bandwidth}); the stored
 #: reference makes a stale id impossible to mistake for a live one.
-_WIDEST: dict[int, tuple] = {}
+_WIDEST: dict[int, tuple[tuple[Link, ...], str, dict[str, Fraction]]] = {}
 
 
-def _widest_paths(links, target: str) -> dict[str, Fraction]:
+def _widest_paths(links: Iterable[Link], target: str) -> dict[str, Fraction]:
     """Bottleneck bandwidth of the widest link path from every linked memory to ``target``.
 
     Kruskal's order: adding links from the widest down, a memory's bottleneck is the

@@ -8,10 +8,10 @@ Physical quantities keep their units in their names (``_bytes``, ``_pj``,
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Mapping
 
 
 class MemoryKind(StrEnum):

@@ -12,12 +12,12 @@ from __future__ import annotations
 import difflib
 import inspect
 import math
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from monet_ilp.errors import MonetError
-from monet_ilp.hardware.model import Hardware
 from monet_ilp.hardware.schema import (
     DRAM_BUS,
     HardwareError,
@@ -26,6 +26,9 @@ from monet_ilp.hardware.schema import (
     parse_frequency,
     parse_size,
 )
+
+if TYPE_CHECKING:
+    from monet_ilp.hardware.model import Hardware, Link
 
 __all__ = ["PRESETS", "datacenter_gpu", "edge_tpu", "hetero_quad", "parse_set", "preset"]
 
@@ -42,7 +45,7 @@ def _kind(param: str) -> str:
         return "size"
     if param.endswith("_hz"):
         return "freq"
-    if param.endswith("_pj") or param.endswith("_pj_per_byte") or param.endswith("_mw"):
+    if param.endswith(("_pj", "_pj_per_byte", "_mw")):
         return "energy"
     if param.endswith("_per_cycle") and not param.endswith("ops_per_cycle"):
         return "rate"
@@ -105,7 +108,9 @@ def _human(size: int) -> str:
 
 def _core(core_id: str, simd_units: int, lanes: int, sram_bytes: int, p: Mapping[str, Any], prefix: str = "",
           **extra: Any) -> dict[str, Any]:
-    g = lambda key: p[prefix + key]  # noqa: E731
+    def g(key: str) -> Any:
+        return p[prefix + key]
+
     vector = p.get(prefix + "vector_ops_per_cycle")
     record = {
         "id": core_id,
@@ -122,7 +127,7 @@ def _core(core_id: str, simd_units: int, lanes: int, sram_bytes: int, p: Mapping
     return record
 
 
-def _link_dict(link) -> dict[str, Any]:
+def _link_dict(link: Link) -> dict[str, Any]:
     return {
         "id": link.id,
         "endpoints": list(link.endpoints),

@@ -62,10 +62,10 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import networkx as nx
 import yaml
@@ -120,8 +120,6 @@ TOPOLOGY_KINDS = ("mesh",)
 #: Id of the shared DRAM bus a ``topology`` (and the edge_tpu preset) creates.
 DRAM_BUS = "dram_bus"
 
-_MISSING = object()
-
 
 # ----------------------------------------------------------------------- units
 _SIZE_UNITS = {
@@ -140,7 +138,8 @@ _FREQ_UNITS = {"": 1, "HZ": 1, "KHZ": 10**3, "MHZ": 10**6, "GHZ": 10**9}
 _QUANTITY = re.compile(r"^\s*([0-9][0-9_]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*$")
 
 
-def _quantity(value: Any, units: Mapping[str, int], what: str, example: str, field, file) -> Decimal:
+def _quantity(value: Any, units: Mapping[str, int], what: str, example: str, field: str | None,
+              file: str | None) -> Decimal:
     """An exact Decimal from an int, an integral float or a string with a unit suffix."""
     if isinstance(value, bool):
         pass
@@ -203,7 +202,8 @@ class _StrictLoader(yaml.SafeLoader):
     """``yaml.SafeLoader`` that rejects a key repeated in one mapping."""
 
 
-def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False):
+def _construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False
+                       ) -> dict[Any, Any]:
     loader.flatten_mapping(node)
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
@@ -356,7 +356,7 @@ def _join(path: str, key: str) -> str:
     return f"{path}.{key}" if path else key
 
 
-def _closest(word: str, options) -> str | None:
+def _closest(word: str, options: Iterable[str]) -> str | None:
     found = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return found[0] if found else None
 
@@ -373,14 +373,15 @@ class _Checker:
         self.errors.append(HardwareError(problem, file=self.source, field=field or None, fix=fix))
 
     # ------------------------------------------------------------ primitives
-    def mapping(self, value: Any, path: str, what: str) -> Mapping | None:
+    def mapping(self, value: Any, path: str, what: str) -> Mapping[Any, Any] | None:
         if isinstance(value, Mapping):
             return value
         self.fail(path, f"{what} must be a mapping (key: value), got {_type(value)}",
                   f"write {path or 'the file'} as 'key: value' lines")
         return None
 
-    def keys(self, record: Mapping, path: str, required, optional) -> None:
+    def keys(self, record: Mapping[Any, Any], path: str, required: Sequence[str], optional: Sequence[str]
+             ) -> None:
         allowed = tuple(required) + tuple(optional)
         for key in record:
             if not isinstance(key, str) or key not in allowed:
@@ -395,9 +396,10 @@ class _Checker:
             if key not in record:
                 self.fail(_join(path, key), f"missing key {key!r}", f"add '{key}:'")
 
-    def integer(self, record: Mapping, key: str, path: str, *, minimum: int, default: Any = _MISSING):
+    def integer(self, record: Mapping[Any, Any], key: str, path: str, *, minimum: int,
+                default: int | None = None) -> int | None:
         if key not in record:
-            return None if default is _MISSING else default
+            return default
         value = record[key]
         if isinstance(value, bool) or not isinstance(value, int):
             self.fail(_join(path, key), f"{key} must be an integer, got {_type(value)} {value!r}",
@@ -408,9 +410,10 @@ class _Checker:
             return None
         return value
 
-    def size(self, record: Mapping, key: str, path: str, *, positive: bool = True, default: Any = _MISSING):
+    def size(self, record: Mapping[Any, Any], key: str, path: str, *, positive: bool = True,
+             default: int | None = None) -> int | None:
         if key not in record:
-            return None if default is _MISSING else default
+            return default
         try:
             value = parse_size(record[key], field=_join(path, key), file=self.source)
         except HardwareError as err:
@@ -421,19 +424,21 @@ class _Checker:
             return None
         return value
 
-    def frequency(self, record: Mapping, key: str, path: str, *, default: Any = _MISSING):
+    def frequency(self, record: Mapping[Any, Any], key: str, path: str, *, default: int | None = None
+                  ) -> int | None:
         if key not in record:
-            return None if default is _MISSING else default
+            return default
         try:
             return parse_frequency(record[key], field=_join(path, key), file=self.source)
         except HardwareError as err:
             self.errors.append(err)
             return None
 
-    def number(self, record: Mapping, key: str, path: str, *, positive: bool, default: Any = _MISSING):
+    def number(self, record: Mapping[Any, Any], key: str, path: str, *, positive: bool,
+               default: float | None = None) -> float | None:
         """A finite float; ``positive`` for rates (> 0), else energies and powers (>= 0)."""
         if key not in record:
-            return None if default is _MISSING else default
+            return default
         value = _as_number(record[key])
         field = _join(path, key)
         if value is None:
@@ -448,18 +453,17 @@ class _Checker:
             return None
         return value
 
-    def ident(self, record: Mapping, path: str, what: str, *, dots: bool = False) -> str | None:
+    def ident(self, record: Mapping[Any, Any], path: str, what: str, *, dots: bool = False) -> str | None:
         if "id" not in record:
             return None
         value = record["id"]
-        bad = not isinstance(value, str) or not value or any(ch.isspace() for ch in value)
-        if not bad and not dots and "." in value:
-            self.fail(_join(path, "id"), f"{what} id {value!r} contains '.'",
-                      f"'.' is reserved for memory ids such as '{value.split('.')[0]}.sram'; rename the {what}")
-            return None
-        if bad:
+        if not isinstance(value, str) or not value or any(ch.isspace() for ch in value):
             self.fail(_join(path, "id"), f"{what} id must be a non-empty string without spaces, got {value!r}",
                       f"give the {what} an id such as 'pe'")
+            return None
+        if not dots and "." in value:
+            self.fail(_join(path, "id"), f"{what} id {value!r} contains '.'",
+                      f"'.' is reserved for memory ids such as '{value.split('.')[0]}.sram'; rename the {what}")
             return None
         return value
 
@@ -558,7 +562,7 @@ class _Checker:
                 cores.extend((i, core) for core in built)
         return cores, list(seen)
 
-    def declared_ids(self, record: Mapping, path: str) -> list[str]:
+    def declared_ids(self, record: Mapping[Any, Any], path: str) -> list[str]:
         core_id = self.ident(record, path, "core")
         if core_id is None:
             return []
@@ -567,7 +571,7 @@ class _Checker:
             return [f"{core_id}_{k}" for k in range(count)]
         return [core_id]
 
-    def core(self, record: Mapping, path: str, clock: int | None) -> list[Core]:
+    def core(self, record: Mapping[Any, Any], path: str, clock: int | None) -> list[Core]:
         errors_before = len(self.errors)
         self.keys(record, path, CORE_REQUIRED, CORE_OPTIONAL)
         core_id = record.get("id") if self.declared_ids_ok(record) else None
@@ -579,22 +583,23 @@ class _Checker:
                 self.keys(array, array_path, ARRAY_REQUIRED, ())
                 simd_units = self.integer(array, "simd_units", array_path, minimum=1)
                 lanes = self.integer(array, "lanes", array_path, minimum=1)
-        fields = dict(
-            sram_bytes=self.size(record, "sram_bytes", path),
-            sram_bandwidth_bytes_per_cycle=self.number(record, "sram_bandwidth_bytes_per_cycle", path, positive=True),
-            sram_read_pj_per_byte=self.number(record, "sram_read_pj_per_byte", path, positive=False),
-            sram_write_pj_per_byte=self.number(record, "sram_write_pj_per_byte", path, positive=False),
-            mac_pj=self.number(record, "mac_pj", path, positive=False),
-            vector_ops_per_cycle=self.integer(record, "vector_ops_per_cycle", path, minimum=1),
-            vector_op_pj=self.number(record, "vector_op_pj", path, positive=False),
-            clock_hz=self.frequency(record, "clock_hz", path, default=clock),
-            rf_bytes=self.size(record, "rf_bytes", path, positive=False, default=0),
-            static_mw=self.number(record, "static_mw", path, positive=False, default=0.0),
-        )
+        fields: dict[str, Any] = {  # the keyword arguments of Core (None: not given or not valid)
+            "sram_bytes": self.size(record, "sram_bytes", path),
+            "sram_bandwidth_bytes_per_cycle": self.number(record, "sram_bandwidth_bytes_per_cycle", path, positive=True),
+            "sram_read_pj_per_byte": self.number(record, "sram_read_pj_per_byte", path, positive=False),
+            "sram_write_pj_per_byte": self.number(record, "sram_write_pj_per_byte", path, positive=False),
+            "mac_pj": self.number(record, "mac_pj", path, positive=False),
+            "vector_ops_per_cycle": self.integer(record, "vector_ops_per_cycle", path, minimum=1),
+            "vector_op_pj": self.number(record, "vector_op_pj", path, positive=False),
+            "clock_hz": self.frequency(record, "clock_hz", path, default=clock),
+            "rf_bytes": self.size(record, "rf_bytes", path, positive=False, default=0),
+            "static_mw": self.number(record, "static_mw", path, positive=False, default=0.0),
+        }
         count = self.integer(record, "count", path, minimum=1, default=None)
         utilisation = self.utilisation(record, path)
         op_types = self.op_types(record, path)
-        if len(self.errors) > errors_before or None in (core_id, simd_units, lanes, *fields.values()):
+        if (len(self.errors) > errors_before or core_id is None or simd_units is None or lanes is None
+                or None in fields.values()):
             return []
         ids = [core_id] if count is None else [f"{core_id}_{k}" for k in range(count)]
         return [
@@ -603,11 +608,11 @@ class _Checker:
         ]
 
     @staticmethod
-    def declared_ids_ok(record: Mapping) -> bool:
+    def declared_ids_ok(record: Mapping[Any, Any]) -> bool:
         value = record.get("id")
         return isinstance(value, str) and bool(value) and "." not in value and not any(ch.isspace() for ch in value)
 
-    def utilisation(self, record: Mapping, path: str) -> dict[str, float]:
+    def utilisation(self, record: Mapping[Any, Any], path: str) -> dict[str, float]:
         if "utilisation" not in record:
             return {"default": 1.0}
         field = _join(path, "utilisation")
@@ -624,7 +629,7 @@ class _Checker:
             out[op_type] = number
         return out
 
-    def op_types(self, record: Mapping, path: str) -> tuple[str, ...]:
+    def op_types(self, record: Mapping[Any, Any], path: str) -> tuple[str, ...]:
         if "op_types" not in record:
             return ()
         value = record["op_types"]
@@ -641,13 +646,13 @@ class _Checker:
             return None
         before = len(self.errors)
         self.keys(record, path, MEMORY_REQUIRED, MEMORY_OPTIONAL)
-        fields = dict(
-            capacity_bytes=self.size(record, "capacity_bytes", path),
-            bandwidth_bytes_per_cycle=self.number(record, "bandwidth_bytes_per_cycle", path, positive=True),
-            read_pj_per_byte=self.number(record, "read_pj_per_byte", path, positive=False),
-            write_pj_per_byte=self.number(record, "write_pj_per_byte", path, positive=False),
-            static_mw=self.number(record, "static_mw", path, positive=False, default=0.0),
-        )
+        fields: dict[str, Any] = {  # the keyword arguments of Memory (None: not given or not valid)
+            "capacity_bytes": self.size(record, "capacity_bytes", path),
+            "bandwidth_bytes_per_cycle": self.number(record, "bandwidth_bytes_per_cycle", path, positive=True),
+            "read_pj_per_byte": self.number(record, "read_pj_per_byte", path, positive=False),
+            "write_pj_per_byte": self.number(record, "write_pj_per_byte", path, positive=False),
+            "static_mw": self.number(record, "static_mw", path, positive=False, default=0.0),
+        }
         if len(self.errors) > before or None in fields.values():
             return None
         return Memory(id=path, kind=kind, **fields)
@@ -672,11 +677,12 @@ class _Checker:
             bandwidth = self.number(record, "bandwidth_bytes_per_cycle", path, positive=True)
             pj = self.number(record, "pj_per_byte", path, positive=False)
             latency = self.integer(record, "latency_cycles", path, minimum=0, default=0)
-            if None not in (link_id, endpoints, bandwidth, pj, latency):
+            if (link_id is not None and endpoints is not None and bandwidth is not None and pj is not None
+                    and latency is not None):
                 links.append(Link(link_id, endpoints, bandwidth, pj, latency))
         return links if len(self.errors) == before else None
 
-    def endpoints(self, record: Mapping, path: str, known: list[str]) -> tuple[str, ...] | None:
+    def endpoints(self, record: Mapping[Any, Any], path: str, known: list[str]) -> tuple[str, ...] | None:
         if "endpoints" not in record:
             return None
         field = _join(path, "endpoints")
@@ -733,15 +739,18 @@ class _Checker:
                       f"{len(core_ids)}", "make rows x cols equal the number of cores (count included)")
         if len(self.errors) > before:
             return None
+        # Without errors every required key is there and valid (a missing one is an error).
+        assert rows is not None and cols is not None and noc_bw is not None and noc_pj is not None
+        assert noc_lat is not None and bus_lat is not None
         if not core_ids:
             return []
         return mesh_links(
             [f"{c}.sram" for c in core_ids], rows, cols, noc_bw, noc_pj, noc_lat,
-            dram_bus=(bus_bw, bus_pj, bus_lat) if bus_bw is not None else None,
+            dram_bus=(bus_bw, bus_pj, bus_lat) if bus_bw is not None and bus_pj is not None else None,
         )
 
     def reachability(self, cores: list[tuple[int, Core]], hosts: list[Memory], links: list[Link]) -> None:
-        connected = nx.Graph()
+        connected: nx.Graph[str] = nx.Graph()
         connected.add_nodes_from(["dram", *(core.sram for _, core in cores), *(h.id for h in hosts)])
         for link in links:
             nx.add_path(connected, link.endpoints)

@@ -10,7 +10,14 @@ import pytest
 
 from monet_ilp.errors import MonetError
 from monet_ilp.hardware import Hardware, MemoryKind
-from monet_ilp.hardware.presets import PRESETS, datacenter_gpu, edge_tpu, hetero_quad, parse_set, preset
+from monet_ilp.hardware.presets import (
+    PRESETS,
+    datacenter_gpu,
+    edge_tpu,
+    hetero_quad,
+    parse_set,
+    preset,
+)
 from monet_ilp.hardware.schema import hardware_from_dict, hardware_to_dict, load_hardware
 
 HARDWARE_DIR = Path(__file__).parents[2] / "instances" / "hardware"

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
-from monet_ilp.errors import MonetError
 from monet_ilp.hardware import Hardware, MemoryKind
 from monet_ilp.hardware.presets import preset
 from monet_ilp.hardware.schema import (
@@ -20,6 +20,9 @@ from monet_ilp.hardware.schema import (
     parse_size,
     validate_hardware_file,
 )
+
+if TYPE_CHECKING:
+    from monet_ilp.errors import MonetError
 
 CORE = {
     "id": "pe",
