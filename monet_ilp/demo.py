@@ -24,9 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from monet_ilp.analysis.bounds import combinatorial_bounds
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.nsga2 import run_ga
@@ -41,7 +38,6 @@ from monet_ilp.plot import gantt, pareto
 from monet_ilp.results import gap_of
 from monet_ilp.schedule import schedule_from_dict
 from monet_ilp.solve import solve
-from monet_ilp.terminal import show
 
 
 @dataclass(frozen=True)
@@ -131,30 +127,3 @@ def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float 
             "ga_evaluations": front["evaluations"], "ga_rate": front.get("evaluations_per_second")}
     return rows, info
 
-
-def run_demo(console: Console, *, sram_bytes: int = 3 * 2**20, time_limit: float = 45.0,
-             out_dir: str | Path = "monet_demo") -> list[DemoRow]:
-    began = time.perf_counter()
-    with console.status("ResNet-18 on edge_tpu 2x2: store-all, Chen sqrt(n), GA, cpsat ..."):
-        rows, info = demo_rows(sram_bytes=sram_bytes, time_limit=time_limit, out_dir=out_dir)
-    table = Table(title=f"ResNet-18 (CIFAR, batch 1) training step on edge_tpu 2x2, "
-                        f"{sram_bytes / 2**20:g} MiB SRAM per core: evaluator-verified, graded against bounds")
-    for col in ("method", "verdict", "latency Mcycles", "energy uJ", "peak SRAM MiB", "latency gap",
-                "energy gap", "seconds"):
-        table.add_column(col, justify="left" if col in ("method", "verdict") else "right")
-    pct = lambda x: "-" if x is None else f"{100 * x:.1f} %"  # noqa: E731
-    for r in rows:
-        verdict = "feasible" if r.feasible else "over SRAM" if "capacity" in r.violations else "INFEASIBLE"
-        table.add_row(r.method, verdict, f"{r.latency_cycles / 1e6:.3f}", f"{r.energy_pj / 1e6:,.1f}",
-                      f"{r.peak_sram_bytes / 2**20:.2f}", pct(r.latency_gap), pct(r.energy_gap), f"{r.seconds:.1f}")
-    show(table, console)
-    console.print(f"certified lower bounds: latency >= {info['latency_bound'] / 1e6:.3f} Mcycles (best of the "
-                  f"critical path, the work bound and CP-SAT's bound; cpsat ended {info['cpsat_status']}), energy >= "
-                  f"{info['energy_bound'] / 1e6:,.1f} uJ (cheapest run of every op, pinning knapsack, input moves). "
-                  f"Gaps are (value - bound) / value.", highlight=False)
-    console.print(f"GA: {info['ga_evaluations']} evaluations"
-                  + (f" at {info['ga_rate']:.0f} per second" if info.get("ga_rate") else ""), highlight=False)
-    for what, path in info["files"].items():
-        console.print(f"wrote {what}: {path}", highlight=False)
-    console.print(f"demo finished in {time.perf_counter() - began:.0f} s", highlight=False)
-    return rows

@@ -2,7 +2,7 @@
 
 Also the two rules every consumer of verified points shares: the relative gap
 between a value and a lower bound (:func:`gap_of`) and Pareto dominance
-(:func:`dominates`, :func:`non_dominated`), used by the Pareto sweep, the GA, the
+(:func:`dominated_by`, :func:`non_dominated`), used by the Pareto sweep, the GA, the
 grader and the plots.
 
 The layer between the evaluator and the backends: every backend returns a
@@ -13,16 +13,20 @@ dependency points one way (``solve`` loads the backends, not the reverse).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping, Sequence as Seq, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from monet_ilp.evaluate import Metrics, verified
-from monet_ilp.instance import Instance
-from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["GAP_TOLERANCE", "GA_FORMAT", "BackendResult", "Result", "Status", "dominates", "gap_of",
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule, Sequence
+
+__all__ = ["GAP_TOLERANCE", "GA_FORMAT", "BackendResult", "Result", "Status", "dominated_by", "gap_of",
            "hint_or_unknown", "non_dominated", "objectives_of"]
 
 #: The ``format`` of a GA result file: :func:`monet_ilp.ga.nsga2.run_ga` writes it;
@@ -119,14 +123,17 @@ def objectives_of(point: Any) -> tuple[Any, ...]:
     return tuple(point)
 
 
-def dominates(a: Seq[float], b: Seq[float]) -> bool:
-    """Whether objective vector ``a`` dominates ``b``: no worse in every one, better in one (all minimised)."""
-    return all(x <= y for x, y in zip(a, b)) and any(x < y for x, y in zip(a, b))
+def dominated_by(a: Any, b: Any) -> bool:
+    """Whether point ``a`` is dominated by point ``b``: ``b`` is no worse in every objective and
+    better in one (all minimised).  Points as :func:`objectives_of` reads them."""
+    va, vb = objectives_of(a), objectives_of(b)
+    pairs = list(zip(va, vb, strict=True))
+    return all(y <= x for x, y in pairs) and any(y < x for x, y in pairs)
 
 
 def non_dominated(points: Iterable[P], key: Callable[[P], Seq[float]] = objectives_of, *,
                   keep_equal: bool = True) -> list[P]:
-    """The points no other point dominates (:func:`dominates`), sorted by their objectives.
+    """The points no other point dominates (:func:`dominated_by`), sorted by their objectives.
 
     Parameters
     ----------
@@ -151,7 +158,7 @@ def non_dominated(points: Iterable[P], key: Callable[[P], Seq[float]] = objectiv
     # In objective order, a point's dominators (and its equals) all come before it.
     for p in sorted(points, key=lambda p: tuple(key(p))):
         values = tuple(key(p))
-        if any(dominates(q, values) or (not keep_equal and q == values) for q in kept):
+        if any(dominated_by(values, q) or (not keep_equal and q == values) for q in kept):
             continue
         front.append(p)
         kept.append(values)

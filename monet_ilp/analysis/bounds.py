@@ -211,7 +211,7 @@ def _lp_bound(instance: Instance, time_limit: float | None) -> Bound | None:
     began = time.perf_counter()
     if instance.problem is Problem.P1:
         value = lp_bound(instance, time_limit=time_limit)
-        if value != value:  # nan: the LP was not solved to optimality in time
+        if math.isnan(value):  # nan: the LP was not solved to optimality in time
             return None
         return Bound("lp_relaxation", "solver", value, "every schedule of Checkmate's stage class",
                      round(time.perf_counter() - began, 3), "Checkmate MILP, LP relaxation")

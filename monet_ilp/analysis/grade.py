@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from monet_ilp.analysis.bounds import combinatorial_bounds
 from monet_ilp.errors import InputFormatError
@@ -136,7 +137,7 @@ def grade(
         max((b for b in latency_bounds if b.value is not None), key=lambda b: b.value).name
     tick("latency bound")
     improved = 0
-    for (label, sched), row in zip(points, rows):
+    for (label, sched), row in zip(points, rows, strict=True):
         row["latency_bound_cycles"] = latency_lb
         row["latency_gap"] = gap_of(row["latency_cycles"], latency_lb) if row["feasible"] else None
         if not row["feasible"]:

@@ -12,8 +12,9 @@ class) whose latency is at most the cap.  The result is the front file of
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
@@ -131,7 +132,6 @@ def _energy_bound_at(latency: int, sweep: list[dict[str, Any]]) -> int | float |
         if s["objective"] != "energy" or s["energy_bound_pj"] is None:
             continue
         cap = s["runtime_limit_cycles"]
-        if cap is None or cap >= latency:
-            if best is None or s["energy_bound_pj"] > best:
-                best = s["energy_bound_pj"]
+        if (cap is None or cap >= latency) and (best is None or s["energy_bound_pj"] > best):
+            best = s["energy_bound_pj"]
     return best

@@ -12,8 +12,9 @@ axes so that they hide nothing.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from matplotlib.ticker import MaxNLocator
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Self
 
 from monet_ilp.batch.job import RECORD_FORMAT, canonical_json
 from monet_ilp.errors import MonetError
@@ -150,7 +151,7 @@ class ResultsLog:
         self._lock_fd: int | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def open(self) -> "ResultsLog":
+    def open(self) -> Self:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.schedules.mkdir(exist_ok=True)
         self._lock()
@@ -165,7 +166,7 @@ class ResultsLog:
             os.close(self._lock_fd)  # releases the lock
             self._lock_fd = None
 
-    def __enter__(self) -> "ResultsLog":
+    def __enter__(self) -> Self:
         return self.open()
 
     def __exit__(self, *exc) -> None:

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["TIME_SHIFT_S", "BackendSummary", "is_solved", "shifted_geomean", "summarize_records", "time_of",
            "write_csv"]

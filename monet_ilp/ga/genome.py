@@ -27,15 +27,18 @@ repeats answered from the cache.
 from __future__ import annotations
 
 import multiprocessing
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.heuristics.decisions import POLICIES, Decisions, decode_genes, plan_of
 from monet_ilp.instance import Instance
-from monet_ilp.schedule import Schedule
+
+if TYPE_CHECKING:
+    from monet_ilp.schedule import Schedule
 
 __all__ = ["OBJECTIVES", "Genome", "Score", "Scorer", "score_genes", "violation"]
 
@@ -65,18 +68,18 @@ class Genome:
     def split(self, x) -> tuple[list[int], list[str]]:
         """Policies (indices) and layer cores of a gene vector."""
         x = [int(v) for v in x]
-        return x[:self.n_saved], [cores[i] for cores, i in zip(self.layer_cores, x[self.n_saved:])]
+        return x[:self.n_saved], [cores[i] for cores, i in zip(self.layer_cores, x[self.n_saved:], strict=True)]
 
     def decisions(self, x) -> Decisions:
         policy, cores = self.split(x)
-        return Decisions({t: POLICIES[p] for t, p in zip(self.plan.saved, policy)},
-                         dict(zip(self.plan.layers, cores)), {"source": "ga"})
+        return Decisions({t: POLICIES[p] for t, p in zip(self.plan.saved, policy, strict=True)},
+                         dict(zip(self.plan.layers, cores, strict=True)), {"source": "ga"})
 
     def genes(self, decisions: Decisions) -> np.ndarray:
         """The gene vector of ``decisions`` (unknown entries: keep, first core)."""
         x = [min(POLICIES.index(decisions.tensors.get(t, "keep")), int(self.upper[i]))
              for i, t in enumerate(self.plan.saved)]
-        for layer, cores in zip(self.plan.layers, self.layer_cores):
+        for layer, cores in zip(self.plan.layers, self.layer_cores, strict=True):
             core = decisions.cores.get(layer)
             x.append(cores.index(core) if core in cores else 0)
         return np.array(x, dtype=int)
@@ -130,7 +133,7 @@ class Scorer:
         rows = np.asarray(X, dtype=int)
         keys = [row.astype(np.int8).tobytes() for row in rows]
         todo = {}
-        for key, row in zip(keys, rows):
+        for key, row in zip(keys, rows, strict=True):
             if key in self.cache or key in todo:
                 self.hits += 1
             else:
@@ -144,7 +147,7 @@ class Scorer:
                 rows = np.array([row for _, row in pending])
                 chunks = np.array_split(rows, min(len(pending), 2 * self.workers))
                 scores = [s for part in self.pool.map(_score_in_worker, chunks) for s in part]
-            for (key, _), found in zip(pending, scores):
+            for (key, _), found in zip(pending, scores, strict=True):
                 self.cache[key] = found
             self.evaluations += len(pending)
         return [self.cache[key] for key in keys]

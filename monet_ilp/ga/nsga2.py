@@ -17,7 +17,9 @@ individual evaluated and every seed schedule the evaluator accepts
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Iterable, Sequence as Seq
+from collections.abc import Callable, Iterable
+from collections.abc import Sequence as Seq
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,9 +27,11 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.ga.genome import OBJECTIVES, Genome, Scorer
 from monet_ilp.heuristics.decisions import decisions_from_schedule, default_decisions
-from monet_ilp.instance import Instance
 from monet_ilp.results import GA_FORMAT, non_dominated
-from monet_ilp.schedule import Schedule, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "run_ga"]
 

@@ -47,10 +47,10 @@ a GA run that found no feasible schedule) are never on the front: they are drawn
 red crosses and left out of the non-dominated set.
 """
 
+from monet_ilp.plot.axes import UNITS, pick_unit, quantity, unit_axis
 from monet_ilp.plot.figures import OP_COLORS, TRANSFER_COLORS, new_figure
 from monet_ilp.plot.gantt import gantt, transfer_direction
 from monet_ilp.plot.pareto import pareto, read_front
-from monet_ilp.plot.axes import UNITS, pick_unit, quantity, unit_axis
 from monet_ilp.results import non_dominated
 
 __all__ = ["OP_COLORS", "TRANSFER_COLORS", "UNITS", "gantt", "new_figure", "non_dominated", "pareto",

@@ -8,7 +8,7 @@ way (:func:`unit_axis`).
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from matplotlib.ticker import Formatter, MaxNLocator
 

@@ -7,14 +7,14 @@ transfers, memory profiles); the time axis and the memory panels are in the unit
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from monet_ilp.evaluate import evaluate
 from monet_ilp.instance import Instance
+from monet_ilp.plot.axes import quantity, unit_axis
 from monet_ilp.plot.figures import (
     CAPACITY_COLOR,
     OP_COLORS,
@@ -24,8 +24,12 @@ from monet_ilp.plot.figures import (
     new_figure,
     save,
 )
-from monet_ilp.plot.axes import quantity, unit_axis
 from monet_ilp.schedule import Schedule, Sequence, check_made_for, load_schedule
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
 
 __all__ = ["gantt", "transfer_direction"]
 
@@ -110,7 +114,7 @@ def gantt(instance: Instance | str | Path, schedule: Schedule | Sequence | str |
     ax.legend(handles=_gantt_legend(kinds, directions), loc="upper left", bbox_to_anchor=(1.0, 1.0),
               fontsize=8, frameon=False)
 
-    for mem_ax, memory in zip(axes[1:], memories):
+    for mem_ax, memory in zip(axes[1:], memories, strict=True):
         peak = metrics.peak_bytes.get(memory, 0)
         _draw_memory(mem_ax, instance.memory(memory), metrics.profile.get(memory, ()), peak,
                      makespan)

@@ -7,17 +7,21 @@ checks them, :func:`pareto` draws them.  Dominance is
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from monet_ilp.errors import InputFormatError
 from monet_ilp.graph.ir import read_json
-from monet_ilp.plot.figures import CAPACITY_COLOR, check_output, new_figure, save
 from monet_ilp.plot.axes import unit_axis
+from monet_ilp.plot.figures import CAPACITY_COLOR, check_output, new_figure, save
 from monet_ilp.results import GA_FORMAT, non_dominated
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from matplotlib.figure import Figure
 
 __all__ = ["pareto", "read_front"]
 
