@@ -8,11 +8,16 @@ way (:func:`unit_axis`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, cast
 
+import numpy as np
 from matplotlib.ticker import Formatter, MaxNLocator
 
 from monet_ilp.units import human_bytes
+
+if TYPE_CHECKING:
+    from matplotlib.axis import Axis
 
 __all__ = ["UNITS", "pick_unit", "quantity", "unit_axis"]
 
@@ -66,18 +71,18 @@ def quantity(value: float, base: str) -> str:
 class _ScaledFormatter(Formatter):
     """Tick labels divided by a unit factor, with as few decimals as the ticks need."""
 
-    def __init__(self, factor: float):
+    def __init__(self, factor: float) -> None:
         self.factor = factor
         self.decimals = 0
 
-    def set_locs(self, locs) -> None:
+    def set_locs(self, locs: list[float]) -> None:
         super().set_locs(locs)
         values = [v / self.factor for v in locs]
         # The fewest decimals (up to 3) at which every tick label is exact.
         self.decimals = next((d for d in range(4) if all(abs(v * 10**d - round(v * 10**d)) < 1e-6
                                                           for v in values)), 3)
 
-    def __call__(self, x, pos=None) -> str:
+    def __call__(self, x: float, pos: int | None = None) -> str:
         text = f"{x / self.factor:.{self.decimals}f}"
         return "0" if float(text) == 0 else text  # no "-0" or "0.0"
 
@@ -85,15 +90,17 @@ class _ScaledFormatter(Formatter):
 class _ScaledLocator(MaxNLocator):
     """MaxNLocator's round steps counted in a unit: ticks at 1 MiB, not at 1,000,000 B."""
 
-    def __init__(self, factor: float, **kwargs):
+    def __init__(self, factor: float, **kwargs: Any) -> None:  # MaxNLocator's own keywords
         super().__init__(**kwargs)
         self.factor = factor
 
-    def tick_values(self, vmin, vmax):
-        return super().tick_values(vmin / self.factor, vmax / self.factor) * self.factor
+    def tick_values(self, vmin: float, vmax: float) -> Sequence[float]:
+        ticks = np.asarray(super().tick_values(vmin / self.factor, vmax / self.factor)) * self.factor
+        return cast("Sequence[float]", ticks)  # an array, as MaxNLocator's own
 
 
-def unit_axis(axis, top: float, base: str, label: str, nbins: int | str = "auto") -> str:
+def unit_axis(axis: Axis, top: float, base: str, label: str,
+              nbins: int | Literal["auto"] = "auto") -> str:
     """Scale a matplotlib axis to the unit of ``top`` and name the unit in its label.
 
     Parameters

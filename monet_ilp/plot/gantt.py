@@ -29,7 +29,10 @@ from monet_ilp.schedule import Schedule, Sequence, check_made_for, load_schedule
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+    from monet_ilp.instance import MemorySpec
 
 __all__ = ["gantt", "transfer_direction"]
 
@@ -194,7 +197,7 @@ class _LabelBudget:
     large schedules cost no more than their collections.
     """
 
-    def __init__(self, ax, makespan: int, fig: Figure):
+    def __init__(self, ax: Axes, makespan: int, fig: Figure) -> None:
         width_px = _WIDTH_IN * fig.dpi * 0.78
         self.px_per_cycle = width_px / makespan
         self.char_px = _LABEL_PT * 0.62 * fig.dpi / 72
@@ -209,14 +212,14 @@ class _LabelBudget:
                      color=color, clip_on=True)
 
 
-def _draw_runs(ax, instance: Instance, timed: Schedule, lane_of: Mapping[str, int],
+def _draw_runs(ax: Axes, instance: Instance, timed: Schedule, lane_of: Mapping[str, int],
                labels: _LabelBudget) -> set[str]:
     """One collection per lane for first runs and one for recomputations (hatched)."""
     kind_of = {op.id: str(op.kind) for op in instance.graph.ops}
     # A recomputation is a run that is not its op's first by (start, end), as the
     # evaluator numbers them (evaluator.md, E2); the schedule's instance field is not trusted.
     seen: set[str] = set()
-    bars: dict[tuple[int, bool], tuple[list, list]] = {}
+    bars: dict[tuple[int, bool], tuple[list[tuple[int, int]], list[str]]] = {}
     kinds: set[str] = set()
     for run in sorted(timed.ops, key=lambda r: (r.start, r.end)):
         recompute = run.op in seen
@@ -251,9 +254,9 @@ def transfer_direction(instance: Instance, src: str, dst: str) -> str:
     return "core_to_core" if src_sram else "prefetch"
 
 
-def _draw_transfers(ax, instance: Instance, timed: Schedule, lane_of: Mapping[str, int],
+def _draw_transfers(ax: Axes, instance: Instance, timed: Schedule, lane_of: Mapping[str, int],
                     labels: _LabelBudget) -> set[str]:
-    bars: dict[int, tuple[list, list]] = {}
+    bars: dict[int, tuple[list[tuple[int, int]], list[str]]] = {}
     directions: set[str] = set()
     for t in sorted(timed.transfers, key=lambda t: (t.start, t.end)):
         direction = transfer_direction(instance, t.src, t.dst)
@@ -268,7 +271,7 @@ def _draw_transfers(ax, instance: Instance, timed: Schedule, lane_of: Mapping[st
     return directions
 
 
-def _gantt_legend(kinds: set[str], directions: set[str]) -> list:
+def _gantt_legend(kinds: set[str], directions: set[str]) -> list[Patch]:
     handles = [Patch(facecolor=color, label=kind.replace("_", " "))
                for kind, color in OP_COLORS.items() if kind in kinds]
     if "unknown" in kinds:
@@ -283,7 +286,8 @@ def _gantt_legend(kinds: set[str], directions: set[str]) -> list:
     return handles
 
 
-def _draw_memory(ax, memory, profile, peak: int, makespan: int) -> None:
+def _draw_memory(ax: Axes, memory: MemorySpec, profile: tuple[tuple[int, int], ...], peak: int,
+                 makespan: int) -> None:
     ax.set_gid(f"memory:{memory.id}")
     times = [0] + [t for t, _ in profile] + [makespan]
     held = [0] + [b for _, b in profile]

@@ -7,7 +7,7 @@ checks them, :func:`pareto` draws them.  Dominance is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from matplotlib.lines import Line2D
@@ -21,6 +21,7 @@ from monet_ilp.results import GA_FORMAT, non_dominated
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = ["pareto", "read_front"]
@@ -89,7 +90,8 @@ def read_front(front: Mapping[str, Any] | str | Path) -> dict[str, Any]:
             "points": checked}
 
 
-def _read_point(p: Mapping[str, Any], where: str, ga: bool, fail) -> dict[str, Any] | None:
+def _read_point(p: Mapping[str, Any], where: str, ga: bool,
+                fail: Callable[[str, str], InputFormatError]) -> dict[str, Any] | None:
     """One point of either format, checked; ``None`` for a sweep step without a schedule."""
     latency, energy = p.get("latency_cycles"), p.get("energy_pj")
     if latency is None and energy is None and not ga:
@@ -222,55 +224,57 @@ def pareto(front: Mapping[str, Any] | str | Path, path: str | Path | None = None
     return fig
 
 
-def _largest(points: list[dict], *keys: str) -> int:
+def _largest(points: list[dict[str, Any]], *keys: str) -> int:
     """The largest value under ``keys`` (which decides an axis's unit); 0 with no point."""
     return max((p[k] for p in points for k in keys if p[k] is not None), default=0)
 
 
-def _shared_bound(points: list[dict], key: str) -> int | float | None:
+def _shared_bound(points: list[dict[str, Any]], key: str) -> int | float | None:
     """The bound under ``key`` if two points or more all have that one bound, else ``None``."""
     bounds = {p[key] for p in points}
     return bounds.pop() if len(points) >= 2 and len(bounds) == 1 and None not in bounds else None
 
 
-def _draw_shared_bounds(ax, shared: Mapping[str, Any]) -> None:
+def _draw_shared_bounds(ax: Axes, shared: Mapping[str, Any]) -> None:
     """One dotted line per bound every point shares, not one bar per point to the same value."""
-    style = {"color": _BOUND_COLOR, "lw": 1.1, "ls": ":", "zorder": 1}
     if shared["energy_bound_pj"] is not None:
-        ax.axhline(shared["energy_bound_pj"], gid="energy_bound_all", **style)
+        ax.axhline(shared["energy_bound_pj"], gid="energy_bound_all", color=_BOUND_COLOR, lw=1.1,
+                   ls=":", zorder=1)
     if shared["latency_bound_cycles"] is not None:
-        ax.axvline(shared["latency_bound_cycles"], gid="latency_bound_all", **style)
+        ax.axvline(shared["latency_bound_cycles"], gid="latency_bound_all", color=_BOUND_COLOR,
+                   lw=1.1, ls=":", zorder=1)
 
 
-def _draw_bounds(ax, group: list[dict], dominated: bool, shared: Mapping[str, Any]) -> None:
+def _draw_bounds(ax: Axes, group: list[dict[str, Any]], dominated: bool, shared: Mapping[str, Any]) -> None:
     """Dotted bars from each point down to its energy bound and left to its latency bound.
 
     Bounds in ``shared`` (those of every point) are drawn once by :func:`_draw_shared_bounds`.
     """
     color = _DOMINATED_COLOR if dominated else _BOUND_COLOR
-    style = {"colors": color, "lw": 1.1, "ls": ":", "zorder": 1}
     below = [p for p in group if shared["energy_bound_pj"] is None
              and _below(p["energy_bound_pj"], p["energy_pj"])]
     if below:
         x = [p["latency_cycles"] for p in below]
         bound = [p["energy_bound_pj"] for p in below]
-        ax.vlines(x, bound, [p["energy_pj"] for p in below], gid="energy_bounds", **style)
+        ax.vlines(x, bound, [p["energy_pj"] for p in below], gid="energy_bounds", colors=color,
+                  lw=1.1, ls=":", zorder=1)
         ax.scatter(x, bound, marker="v", s=28, color=color, zorder=1)
     left = [p for p in group if shared["latency_bound_cycles"] is None
             and _below(p["latency_bound_cycles"], p["latency_cycles"])]
     if left:
         y = [p["energy_pj"] for p in left]
         bound = [p["latency_bound_cycles"] for p in left]
-        ax.hlines(y, bound, [p["latency_cycles"] for p in left], gid="latency_bounds", **style)
+        ax.hlines(y, bound, [p["latency_cycles"] for p in left], gid="latency_bounds", colors=color,
+                  lw=1.1, ls=":", zorder=1)
         ax.scatter(bound, y, marker="<", s=28, color=color, zorder=1)
 
 
-def _below(bound, value) -> bool:
+def _below(bound: float | None, value: float) -> bool:
     return bound is not None and bound < value
 
 
-def _pareto_legend(points: list[dict], dominated: list[dict], infeasible: list[dict],
-                   shared: Mapping[str, Any]) -> list:
+def _pareto_legend(points: list[dict[str, Any]], dominated: list[dict[str, Any]], infeasible: list[dict[str, Any]],
+                   shared: Mapping[str, Any]) -> list[Line2D]:
     """Handles for what is drawn: ``points`` are the feasible ones."""
     handles = []
     if points:
