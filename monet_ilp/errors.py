@@ -7,7 +7,6 @@ traceback.
 
 from __future__ import annotations
 
-
 #: An error's problem is cut here: a message that quotes a whole schedule helps nobody.
 MAX_PROBLEM_CHARS = 400
 
@@ -57,7 +56,7 @@ class MonetError(Exception):
             text += f" (fix: {self.fix})"
         return text
 
-    def with_file(self, file: str) -> "MonetError":
+    def with_file(self, file: str) -> MonetError:
         """Return the same error, attributed to ``file`` if it names none yet."""
         if self.file is None:
             self.file = file

@@ -10,24 +10,37 @@ or heuristic code.
 from __future__ import annotations
 
 import weakref
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, pj_of
-from monet_ilp.schedule import Compute, Free, OpRun, Release, Schedule, Sequence, schedule_from_dict
+from monet_ilp.schedule import (
+    Compute,
+    Free,
+    OpRun,
+    Release,
+    Schedule,
+    Sequence,
+    Transfer,
+    schedule_from_dict,
+)
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import Op
 
 __all__ = [
-    "best_verified",
-    "verified",
     "MAX_VIOLATIONS_PER_KIND",
     "VIOLATION_KINDS",
     "EnergyBreakdown",
     "Metrics",
     "Violation",
+    "best_verified",
     "evaluate",
+    "verified",
 ]
 
 #: The violation kinds of evaluator.md, E2, in the order of its table.
@@ -104,7 +117,7 @@ class EnergyBreakdown:
         return dict(self.__dict__)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "EnergyBreakdown":
+    def from_dict(cls, data: Mapping[str, Any]) -> EnergyBreakdown:
         return cls(**{k: int(v) for k, v in data.items() if k != "total_pj"})
 
 
@@ -177,7 +190,7 @@ class Metrics:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Metrics":
+    def from_dict(cls, data: Mapping[str, Any]) -> Metrics:
         schedule = schedule_from_dict(data["schedule"])
         if not isinstance(schedule, Schedule):
             raise MonetError("metrics hold a sequence, not a timed schedule", field="schedule",
@@ -238,17 +251,27 @@ def evaluate(instance: Instance, schedule: Schedule | Sequence) -> Metrics:
 class _OpInfo:
     """What the checks need of one op, with duplicates removed."""
 
-    __slots__ = ("id", "reads", "reads_persistent", "needs_produced", "writes", "updates",
-                 "hazard_readers", "costs", "pinned_costs")
+    __slots__ = (
+        "costs",
+        "hazard_readers",
+        "id",
+        "needs_produced",
+        "pinned_costs",
+        "reads",
+        "reads_persistent",
+        "updates",
+        "writes",
+    )
 
-    def __init__(self, op, instance: Instance, persistent, producer, readers_of):
+    def __init__(self, op: Op, instance: Instance, persistent: frozenset[str], producer: Mapping[str, str | None],
+                 readers_of: Mapping[str, tuple[str, ...]]) -> None:
         self.id = op.id
         self.reads = tuple(t for t in dict.fromkeys(op.inputs) if t not in persistent)
         self.reads_persistent = tuple(t for t in dict.fromkeys(op.inputs) if t in persistent)
         # Persistent inputs made during the iteration (weight gradients): a dependency
         # that copies do not witness, since persistent tensors have no copies.
-        self.needs_produced = tuple((t, producer[t]) for t in self.reads_persistent
-                                    if producer[t] is not None and producer[t] != op.id)
+        self.needs_produced = tuple((t, p) for t in self.reads_persistent
+                                    if (p := producer[t]) is not None and p != op.id)
         self.writes = tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent)
         self.updates = tuple(dict.fromkeys(op.updates))
         self.hazard_readers = tuple((reader, t) for t in self.updates
@@ -283,6 +306,8 @@ class _Index:
 
 _INDEX_CACHE: dict[int, _Index] = {}
 _start_end = attrgetter("start", "end")
+#: Runs on a core or transfers on a link: what may not overlap.
+_Interval = TypeVar("_Interval", OpRun, Transfer)
 
 
 def verified(instance: Instance, schedule: Schedule | Sequence | None) -> Metrics | None:
@@ -303,10 +328,10 @@ def best_verified(instance: Instance, candidates: Iterable[tuple[str, Schedule |
 
     Returns ``(name, schedule, objective)``, the first in order among equals, or ``None``.
     """
-    found = []
+    found: list[tuple[int | float, int, str, Schedule | Sequence]] = []
     for k, (name, schedule) in enumerate(candidates):
         metrics = verified(instance, schedule)
-        if metrics is not None:
+        if metrics is not None and schedule is not None:
             found.append((metrics.objective_value, k, name, schedule))
     if not found:
         return None
@@ -390,7 +415,7 @@ def _evaluate_sequence(instance: Instance, index: _Index, sequence: Sequence) ->
     updated_by: dict[str, str] = {}
     points: list[tuple[int, int]] = []
     peak = 0
-    over: list | None = None  # [first op, first time, peak bytes, peak op, peak time, last op]
+    over: list[Any] | None = None  # [first op, first time, peak bytes, peak op, peak time, last op]
     compute_cycles = compute_pj = recompute_pj = sram_pj = dram_pj = recomputations = 0
 
     for step_no, step in enumerate(sequence.steps):
@@ -436,8 +461,7 @@ def _evaluate_sequence(instance: Instance, index: _Index, sequence: Sequence) ->
             total = base + held
             if not points or points[-1][1] != total:
                 points.append((time, total))
-            if total > peak:
-                peak = total
+            peak = max(peak, total)
             if total > capacity:
                 if over is None:
                     over = [op, time, total, op, time, op]
@@ -506,7 +530,7 @@ def _evaluate_sequence(instance: Instance, index: _Index, sequence: Sequence) ->
                     recomputations, 0, timed)
 
 
-def _sequence_capacity(found: _Violations, memory: str, capacity: int, over: list) -> None:
+def _sequence_capacity(found: _Violations, memory: str, capacity: int, over: list[Any]) -> None:
     first, _, peak, peak_op, peak_time, last = over
     span = f"while {first!r} runs" if first == last else f"from {first!r} to {last!r}"
     found.add("capacity", "memory {memory!r} exceeds its capacity of {capacity} bytes {span}: "
@@ -590,14 +614,14 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
                 sram_pj += cost.sram_pj
                 dram_pj += cost.dram_pj
     for core, core_runs in runs_by_core.items():
-        _overlaps(core_runs, lambda a, b: found.add(
-            "core_overlap", "runs of {op!r} [{time}, {end}) and {other!r} [{start2}, {end2}) overlap on "
-            "core {core!r}", op=b.op, time=b.start, end=b.end, other=a.op, start2=a.start, end2=a.end,
-            core=core))
+        for a, b in _overlaps(core_runs):
+            found.add("core_overlap", "runs of {op!r} [{time}, {end}) and {other!r} [{start2}, {end2}) "
+                      "overlap on core {core!r}", op=b.op, time=b.start, end=b.end, other=a.op,
+                      start2=a.start, end2=a.end, core=core)
 
     # ------------------------------------------------------------ transfers
     good_transfers = []
-    runs_by_link: dict[str, list] = {}
+    runs_by_link: dict[str, list[Transfer]] = {}
     for tr in schedule.transfers:
         unknown = [what for what, ok in (("tensor", tr.tensor in nbytes), ("source memory", tr.src in index.capacity),
                                          ("destination memory", tr.dst in index.capacity),
@@ -640,10 +664,11 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
             continue
         good_transfers.append(tr)
     for link_id, link_runs in runs_by_link.items():
-        _overlaps(link_runs, lambda a, b: found.add(
-            "link_overlap", "transfers of {tensor!r} [{time}, {end}) and {other!r} [{start2}, {end2}) "
-            "overlap on link {link!r}", tensor=b.tensor, time=b.start, end=b.end, other=a.tensor,
-            start2=a.start, end2=a.end, link=link_id))
+        for earlier, later in _overlaps(link_runs):
+            found.add("link_overlap", "transfers of {tensor!r} [{time}, {end}) and {other!r} "
+                      "[{start2}, {end2}) overlap on link {link!r}", tensor=later.tensor, time=later.start,
+                      end=later.end, other=earlier.tensor, start2=earlier.start, end2=earlier.end,
+                      link=link_id)
 
     latency = schedule.makespan
 
@@ -651,7 +676,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
     # Events at one instant: frees first (a copy freed at t is gone for a run or
     # transfer starting at t), then allocations; a free that finds no copy is retried
     # after them, so a zero-cycle run's output can be freed at the instant it appears.
-    events: list[tuple] = []
+    events: list[tuple[int, int, int, Free | OpRun | Transfer]] = []
     for k, f in enumerate(schedule.frees):
         events.append((f.time, 0, k, f))
     for k, (run, _) in enumerate(ranked):
@@ -687,20 +712,20 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
 
     retry: list[Free] = []
     now = None
-    for when, phase, _, item in events:
+    for when, _, _, item in events:
         if when != now:
             if retry:
                 retry_frees(retry)
                 retry = []
             now = when
-        if phase == 0:
+        if isinstance(item, Free):  # phase 0
             if item.tensor not in nbytes or item.memory not in index.capacity:
                 found.add("unknown_name", "free of {tensor!r} in {memory!r} at time {time}: unknown "
                           + ("tensor" if item.tensor not in nbytes else "memory"),
                           tensor=item.tensor, memory=item.memory, time=item.time)
             elif not release(item):
                 retry.append(item)
-        elif phase == 1:
+        elif isinstance(item, OpRun):  # phase 1
             memory = core_memory[item.core]
             for t in ops[item.op].writes:
                 key = (t, memory)
@@ -775,9 +800,10 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
             if alloc < free:
                 d[alloc] = d.get(alloc, 0) + size
                 d[free] = d.get(free, 0) - size
-    if modelled and latency > 0:
+    home = instance.persistent_home  # not None: modelled
+    if home is not None and latency > 0:
         for t in index.persistent_tensors:
-            d = deltas[pinned.get(t, instance.persistent_home)]
+            d = deltas[pinned.get(t, home)]
             d[0] = d.get(0, 0) + nbytes[t]
             d[latency] = d.get(latency, 0) - nbytes[t]
     profile: dict[str, tuple[tuple[int, int], ...]] = {}
@@ -803,21 +829,22 @@ def _has_copy(candidates: list[list[int]] | None, start: int, end: int) -> bool:
     return False
 
 
-def _overlaps(items: list, report: Callable[[Any, Any], None]) -> None:
-    """Report each interval that starts before an earlier one (of positive length) ends."""
+def _overlaps(items: list[_Interval]) -> Iterator[tuple[_Interval, _Interval]]:
+    """Each interval that starts before an earlier one (of positive length) ends, after that one."""
     items.sort(key=_start_end)
     busy = None
     for item in items:
         if item.end <= item.start:
             continue  # an empty interval occupies nothing
         if busy is not None and item.start < busy.end:
-            report(busy, item)
+            yield busy, item
         if busy is None or item.end > busy.end:
             busy = item
 
 
 def _sweep_memory(memory: str, delta: Mapping[int, int], capacity: int,
-                  profile: dict, peaks: dict, found: _Violations) -> None:
+                  profile: dict[str, tuple[tuple[int, int], ...]], peaks: dict[str, int],
+                  found: _Violations) -> None:
     """Profile, peak and capacity violations (one per maximal interval over capacity)."""
     points = []
     total = peak = 0
@@ -828,8 +855,7 @@ def _sweep_memory(memory: str, delta: Mapping[int, int], capacity: int,
             continue
         total += change
         points.append((when, total))
-        if total > peak:
-            peak = total
+        peak = max(peak, total)
         if total > capacity:
             if over is None:
                 over = [when, total, when]
@@ -875,12 +901,13 @@ def _objective_value(instance: Instance, latency: int, compute_cycles: int,
     if objective is Objective.ENERGY:
         return energy.total_pj
     alpha = instance.alpha
-    return (alpha * latency / instance.meta["latency_ref_cycles"]
-            + (1 - alpha) * energy.total_pj / instance.meta["energy_ref_pj"])
+    return float(alpha * latency / instance.meta["latency_ref_cycles"]
+                 + (1 - alpha) * energy.total_pj / instance.meta["energy_ref_pj"])
 
 
 def _metrics(instance: Instance, found: _Violations, latency: int, compute_cycles: int,
-             energy: EnergyBreakdown, peaks: dict, profile: dict, recomputations: int,
+             energy: EnergyBreakdown, peaks: dict[str, int], profile: dict[str, tuple[tuple[int, int], ...]],
+             recomputations: int,
              transfers: int, schedule: Schedule) -> Metrics:
     return Metrics(
         feasible=not found.counts,

@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from functools import cached_property
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph.ir import TrainingGraph, read_json
@@ -91,6 +92,10 @@ class LinkSpec:
         return a != b and a in self.endpoints and b in self.endpoints
 
 
+def _frozen_costs(table: Mapping[str, Mapping[str, OpCost]]) -> Mapping[str, Mapping[str, OpCost]]:
+    return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in table.items()})
+
+
 def pj_of(nbytes: int, fj_per_byte: int) -> int:
     """Picojoules of moving ``nbytes`` at ``fj_per_byte`` femtojoules per byte (half up)."""
     return (nbytes * fj_per_byte + 500) // 1000
@@ -123,35 +128,39 @@ class Instance:
     alpha: float = 0.5
     runtime_limit_cycles: int | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
+    _cores: Mapping[str, CoreSpec] = field(init=False, repr=False, compare=False)
+    _memories: Mapping[str, MemorySpec] = field(init=False, repr=False, compare=False)
+    _links: Mapping[str, LinkSpec] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        freeze = lambda table: MappingProxyType({k: MappingProxyType(dict(v)) for k, v in table.items()})
-        object.__setattr__(self, "costs", freeze(self.costs))
-        object.__setattr__(self, "pinned_costs", freeze(self.pinned_costs))
+        object.__setattr__(self, "costs", _frozen_costs(self.costs))
+        object.__setattr__(self, "pinned_costs", _frozen_costs(self.pinned_costs))
         object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
-        object.__setattr__(self, "_cores", {c.id: c for c in self.cores})
-        object.__setattr__(self, "_memories", {m.id: m for m in self.memories})
-        object.__setattr__(self, "_links", {l.id: l for l in self.links})
-        _validate(self)
+        cores = {c.id: c for c in self.cores}
+        memories = {m.id: m for m in self.memories}
+        object.__setattr__(self, "_cores", cores)
+        object.__setattr__(self, "_memories", memories)
+        object.__setattr__(self, "_links", {link.id: link for link in self.links})
+        _validate(self, cores, memories)
 
     # -------------------------------------------------------------- access
     def core(self, core_id: str) -> CoreSpec:
-        return self._cores[core_id]  # type: ignore[attr-defined]
+        return self._cores[core_id]
 
     def memory(self, memory_id: str) -> MemorySpec:
-        return self._memories[memory_id]  # type: ignore[attr-defined]
+        return self._memories[memory_id]
 
     def link(self, link_id: str) -> LinkSpec:
-        return self._links[link_id]  # type: ignore[attr-defined]
+        return self._links[link_id]
 
     def has_core(self, core_id: str) -> bool:
-        return core_id in self._cores  # type: ignore[attr-defined]
+        return core_id in self._cores
 
     def has_memory(self, memory_id: str) -> bool:
-        return memory_id in self._memories  # type: ignore[attr-defined]
+        return memory_id in self._memories
 
     def has_link(self, link_id: str) -> bool:
-        return link_id in self._links  # type: ignore[attr-defined]
+        return link_id in self._links
 
     def cost(self, op: str, core: str, *, pinned: bool = False) -> OpCost:
         if pinned and core in self.pinned_costs.get(op, {}):
@@ -190,7 +199,7 @@ class Instance:
 
     # ---------------------------------------------------------------- JSON
     def to_dict(self) -> dict[str, Any]:
-        def table(t):
+        def table(t: Mapping[str, Mapping[str, OpCost]]) -> dict[str, dict[str, list[int]]]:
             return {op: {c: [x.cycles, x.compute_pj, x.sram_pj, x.dram_pj] for c, x in row.items()}
                     for op, row in t.items()}
 
@@ -215,7 +224,7 @@ class Instance:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> "Instance":
+    def from_dict(cls, data: Mapping[str, Any], *, source: str | None = None) -> Instance:
         try:
             if not isinstance(data, Mapping) or data.get("format") != FORMAT_NAME:
                 raise InputFormatError(
@@ -227,7 +236,7 @@ class Instance:
                 raise InputFormatError(f"unsupported instance version {data.get('version')!r}",
                                        field="version", fix="regenerate the instance")
 
-            def table(key):
+            def table(key: str) -> dict[str, dict[str, OpCost]]:
                 rows = data.get(key, {})
                 return {op: {c: OpCost(*map(int, v)) for c, v in row.items()} for op, row in rows.items()}
 
@@ -249,7 +258,9 @@ class Instance:
                 meta=data.get("meta", {}),
             )
         except MonetError as err:
-            raise err.with_file(source) if source else err
+            if source:
+                err.with_file(source)
+            raise
         except (KeyError, TypeError, ValueError) as err:
             raise InputFormatError(
                 f"malformed instance ({type(err).__name__}: {err})",
@@ -262,11 +273,11 @@ class Instance:
         Path(path).write_text(json.dumps(self.to_dict()) + "\n")
 
     @classmethod
-    def load(cls, path: str | Path) -> "Instance":
+    def load(cls, path: str | Path) -> Instance:
         return cls.from_dict(read_json(path), source=str(path))
 
 
-def link_spec(link_id: str, endpoints, bandwidth_bytes_per_cycle: float, pj_per_byte: float,
+def link_spec(link_id: str, endpoints: Iterable[str], bandwidth_bytes_per_cycle: float, pj_per_byte: float,
               latency_cycles: int = 0) -> LinkSpec:
     """Scale a physical link (float bandwidth and energy) to its integer form."""
     bandwidth = Fraction(bandwidth_bytes_per_cycle).limit_denominator(1_000_000)
@@ -280,11 +291,11 @@ def link_spec(link_id: str, endpoints, bandwidth_bytes_per_cycle: float, pj_per_
     )
 
 
-def _validate(inst: Instance) -> None:
+def _validate(inst: Instance, cores: Mapping[str, CoreSpec], memories: Mapping[str, MemorySpec]) -> None:
     def bad(problem: str, field_name: str, fix: str) -> MonetError:
         return MonetError(problem, field=field_name, fix=fix)
 
-    if len(inst._cores) != len(inst.cores) or len(inst._memories) != len(inst.memories):  # type: ignore[attr-defined]
+    if len(cores) != len(inst.cores) or len(memories) != len(inst.memories):
         raise bad("duplicate core or memory id", "cores/memories", "give every core and memory a unique id")
     for c in inst.cores:
         if not inst.has_memory(c.memory):

@@ -7,17 +7,31 @@ integer cycles, bytes and picojoules is documented there.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from enum import Enum
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph.analysis import store_all_peak
-from monet_ilp.graph.ir import TrainingGraph
 from monet_ilp.hardware.cost import can_run, op_cost
+from monet_ilp.hardware.model import OpCost
 from monet_ilp.hardware.schema import parse_size
 from monet_ilp.heuristics.store_all import store_all
-from monet_ilp.hardware.model import OpCost
-from monet_ilp.instance import COST_SCALE, CoreSpec, Instance, MemorySpec, Objective, Problem, link_spec
+from monet_ilp.instance import (
+    COST_SCALE,
+    CoreSpec,
+    Instance,
+    MemorySpec,
+    Objective,
+    Problem,
+    link_spec,
+)
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.hardware.model import Hardware, Memory
+
+_E = TypeVar("_E", bound=Enum)
 
 #: A budget written as a bare integer below this many bytes is refused as ambiguous:
 #: ``--budget 2`` is far more likely a slip for ``2x`` or ``0.2`` than two bytes.
@@ -143,7 +157,7 @@ def p1_instance(graph: TrainingGraph, budget: float | int = 0.8, *, name: str | 
 
 def make_instance(
     graph: TrainingGraph,
-    hardware=None,
+    hardware: Hardware | None = None,
     *,
     problem: str | Problem = Problem.P1,
     budget: float | int | None = None,
@@ -195,7 +209,9 @@ def make_instance(
     if any(op.cost is not None for op in graph.ops):  # only node-link ops carry a supplied cost
         raise MonetError("this graph carries its own costs (a node-link graph); the cost model cannot "
                          "cost its ops", field="hardware", fix="build a P1 instance without --hw")
-    fpj = lambda pj: round(pj * 1000)  # noqa: E731  (pJ per byte -> integer fJ per byte)
+    def fpj(pj: float) -> int:  # pJ per byte -> integer fJ per byte
+        return round(pj * 1000)
+
     if problem is Problem.P3:
         chosen = list(hardware.cores)
     else:
@@ -217,7 +233,7 @@ def make_instance(
             capacity = budget_bytes_of(graph, 0.8 if budget is None else budget)
         memories.append(MemorySpec(c.sram, "sram", capacity, fpj(c.sram_read_pj_per_byte),
                                    fpj(c.sram_write_pj_per_byte)))
-    shared = []
+    shared: list[Memory] = []
     if problem is Problem.P2:
         target = {"dram": hardware.dram, "host": hardware.host}.get(offload)
         if target is None:
@@ -298,7 +314,7 @@ def with_weighted_references(inst: Instance) -> Instance:
     return _replace(inst, objective=Objective.WEIGHTED, meta=meta)
 
 
-def _enum_arg(enum, value, field_name):
+def _enum_arg(enum: type[_E], value: object, field_name: str) -> _E:
     try:
         return enum(value)
     except ValueError:
@@ -306,6 +322,6 @@ def _enum_arg(enum, value, field_name):
                          fix=f"use one of: {', '.join(e.value for e in enum)}") from None
 
 
-def _replace(inst: Instance, **changes) -> Instance:
+def _replace(inst: Instance, **changes: Any) -> Instance:
 
     return dataclasses.replace(inst, **changes)

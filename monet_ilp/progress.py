@@ -9,9 +9,9 @@ concurrent solves in threads do not see each other's reports.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Callable, Iterator
 
 Listener = Callable[[str], None]
 

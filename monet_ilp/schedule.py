@@ -10,14 +10,17 @@ times it on one core.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph.ir import read_json
-from monet_ilp.instance import Instance
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
 
 FORMAT_NAME = "monet-ilp/schedule"
 FORMAT_VERSION = 1
@@ -199,5 +202,5 @@ def check_made_for(schedule: Schedule | Sequence, instance: Instance, *, source:
 
 def _int(x: Any) -> int:
     if isinstance(x, bool) or not isinstance(x, int):
-        raise ValueError(f"expected an integer, got {x!r}")
+        raise ValueError(f"expected an integer, got {x!r}")  # noqa: TRY004  (read as a malformed value)
     return x
