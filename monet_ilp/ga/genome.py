@@ -27,11 +27,12 @@ repeats answered from the cache.
 from __future__ import annotations
 
 import multiprocessing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.heuristics.decisions import POLICIES, Decisions, decode_genes, plan_of
@@ -40,7 +41,10 @@ from monet_ilp.instance import Instance
 if TYPE_CHECKING:
     from monet_ilp.schedule import Schedule
 
-__all__ = ["OBJECTIVES", "Genome", "Score", "Scorer", "score_genes", "violation"]
+__all__ = ["OBJECTIVES", "Genes", "Genome", "Score", "Scorer", "score_genes", "violation"]
+
+#: A gene vector (or a matrix of them, one per row), as pymoo hands them over.
+Genes = npt.NDArray[np.int_]
 
 #: Objective name -> how to read it off the evaluator's metrics.
 OBJECTIVES: dict[str, Callable[[Metrics], int]] = {
@@ -65,17 +69,18 @@ class Genome:
     def size(self) -> int:
         return len(self.upper)
 
-    def split(self, x) -> tuple[list[int], list[str]]:
+    def split(self, x: Iterable[int]) -> tuple[list[int], list[str]]:
         """Policies (indices) and layer cores of a gene vector."""
-        x = [int(v) for v in x]
-        return x[:self.n_saved], [cores[i] for cores, i in zip(self.layer_cores, x[self.n_saved:], strict=True)]
+        genes = [int(v) for v in x]
+        chosen = [cores[i] for cores, i in zip(self.layer_cores, genes[self.n_saved:], strict=True)]
+        return genes[:self.n_saved], chosen
 
-    def decisions(self, x) -> Decisions:
+    def decisions(self, x: Iterable[int]) -> Decisions:
         policy, cores = self.split(x)
         return Decisions({t: POLICIES[p] for t, p in zip(self.plan.saved, policy, strict=True)},
                          dict(zip(self.plan.layers, cores, strict=True)), {"source": "ga"})
 
-    def genes(self, decisions: Decisions) -> np.ndarray:
+    def genes(self, decisions: Decisions) -> Genes:
         """The gene vector of ``decisions`` (unknown entries: keep, first core)."""
         x = [min(POLICIES.index(decisions.tensors.get(t, "keep")), int(self.upper[i]))
              for i, t in enumerate(self.plan.saved)]
@@ -84,7 +89,7 @@ class Genome:
             x.append(cores.index(core) if core in cores else 0)
         return np.array(x, dtype=int)
 
-    def decode(self, x, *, tidy: bool = True) -> Schedule:
+    def decode(self, x: Iterable[int], *, tidy: bool = True) -> Schedule:
         policy, cores = self.split(x)
         return decode_genes(self.instance, policy, cores, tidy=tidy)
 
@@ -104,7 +109,8 @@ def violation(instance: Instance, metrics: Metrics) -> float:
 Score = tuple[tuple[int, ...], float, "int | float"]  # objectives, violation G, instance objective
 
 
-def score_genes(instance: Instance, genome: Genome, objectives: tuple[str, ...], x) -> Score:
+def score_genes(instance: Instance, genome: Genome, objectives: tuple[str, ...],
+                x: Iterable[int]) -> Score:
     """Decode one gene vector and evaluate it.
 
     Returns the objective values, pymoo's ``G`` and the instance's own objective.
@@ -117,22 +123,24 @@ def score_genes(instance: Instance, genome: Genome, objectives: tuple[str, ...],
 class Scorer:
     """Scores gene vectors once each (a cache by genome), in this process or in a pool."""
 
-    def __init__(self, instance: Instance, genome: Genome, objectives: tuple[str, ...], workers: int):
+    def __init__(self, instance: Instance, genome: Genome, objectives: tuple[str, ...],
+                 workers: int) -> None:
         self.instance, self.genome, self.objectives = instance, genome, objectives
         self.workers = workers
         self.cache: dict[bytes, Score] = {}
         self.evaluations = self.hits = 0
-        self.pool = None
+        self.pool: ProcessPoolExecutor | None = None
         if workers > 1:
             # Spawned, not forked: the caller may run threads (a progress bar, a solver).
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=_start_worker,
                                             initargs=(instance.to_dict(), objectives))
 
-    def score(self, X) -> list[Score]:
+    def score(self, X: npt.ArrayLike) -> list[Score]:
+        """The scores of the rows of ``X`` (pymoo's population matrix), in order."""
         rows = np.asarray(X, dtype=int)
         keys = [row.astype(np.int8).tobytes() for row in rows]
-        todo = {}
+        todo: dict[bytes, Genes] = {}
         for key, row in zip(keys, rows, strict=True):
             if key in self.cache or key in todo:
                 self.hits += 1
@@ -144,8 +152,8 @@ class Scorer:
                 scores = [score_genes(self.instance, self.genome, self.objectives, row)
                           for _, row in pending]
             else:
-                rows = np.array([row for _, row in pending])
-                chunks = np.array_split(rows, min(len(pending), 2 * self.workers))
+                chunks = np.array_split(np.array([row for _, row in pending]),
+                                        min(len(pending), 2 * self.workers))
                 scores = [s for part in self.pool.map(_score_in_worker, chunks) for s in part]
             for (key, _), found in zip(pending, scores, strict=True):
                 self.cache[key] = found
@@ -161,11 +169,11 @@ class Scorer:
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(instance_data: dict, objectives: tuple[str, ...]) -> None:
+def _start_worker(instance_data: dict[str, Any], objectives: tuple[str, ...]) -> None:
     instance = Instance.from_dict(instance_data)
     _WORKER.update(instance=instance, genome=Genome(instance), objectives=objectives)
 
 
-def _score_in_worker(rows) -> list[Score]:
+def _score_in_worker(rows: Genes) -> list[Score]:
     instance, genome, objectives = _WORKER["instance"], _WORKER["genome"], _WORKER["objectives"]
     return [score_genes(instance, genome, objectives, row) for row in rows]

@@ -25,7 +25,7 @@ import numpy as np
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import Metrics, evaluate
-from monet_ilp.ga.genome import OBJECTIVES, Genome, Scorer
+from monet_ilp.ga.genome import OBJECTIVES, Genes, Genome, Score, Scorer
 from monet_ilp.heuristics.decisions import decisions_from_schedule, default_decisions
 from monet_ilp.results import GA_FORMAT, non_dominated
 
@@ -116,12 +116,13 @@ def run_ga(
     genome = Genome(instance)
     scorer = Scorer(instance, genome, objectives, workers)
 
-    class _Problem(Problem):
-        def __init__(self):
+    class _Problem(Problem):  # type: ignore[misc]  # pymoo is untyped
+        def __init__(self) -> None:
             super().__init__(n_var=genome.size, n_obj=len(objectives), n_ieq_constr=1,
                              xl=genome.lower, xu=genome.upper, vtype=int)
 
-        def _evaluate(self, X, out, *args, **kwargs):
+        # pymoo's own (untyped) hook: X a population matrix, out the dict it reads F and G from.
+        def _evaluate(self, X: Genes, out: dict[str, Any], *args: Any, **kwargs: Any) -> None:
             scored = scorer.score(X)
             out["F"] = np.array([f for f, _, _ in scored], dtype=float)
             out["G"] = np.array([[g] for _, g, _ in scored], dtype=float)
@@ -189,9 +190,10 @@ def _initial_rows(instance: Instance, genome: Genome, seed_schedules: list[Sched
 
 
 def _front(instance: Instance, genome: Genome, objectives: tuple[str, ...],
-           cache: dict, seeds: list[Metrics]) -> list[dict[str, Any]]:
+           cache: dict[bytes, Score], seeds: list[Metrics]) -> list[dict[str, Any]]:
     """The non-dominated feasible points among the evaluated genomes and the seed schedules."""
-    candidates = []  # (objective tuple, kind, payload)
+    # (objective values, kind, payload: the genome's cache key, or the seed's index)
+    candidates: list[tuple[tuple[int, ...], str, bytes | int]] = []
     for key, (f, g, _) in cache.items():
         if g == 0:
             candidates.append((f, "ga", key))
@@ -209,8 +211,9 @@ def _front(instance: Instance, genome: Genome, objectives: tuple[str, ...],
     return sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"]))
 
 
-def _point(instance: Instance, genome: Genome, kind: str, payload, seeds) -> dict[str, Any]:
-    if kind == "seed":
+def _point(instance: Instance, genome: Genome, kind: str, payload: bytes | int,
+           seeds: list[Metrics]) -> dict[str, Any]:
+    if isinstance(payload, int):  # a seed schedule
         metrics = seeds[payload]
         decisions = decisions_from_schedule(instance, metrics.schedule)
     else:
@@ -233,15 +236,16 @@ def _point(instance: Instance, genome: Genome, kind: str, payload, seeds) -> dic
     }
 
 
-def _reset_mutation():
+def _reset_mutation() -> Any:  # a pymoo Mutation: pymoo is untyped
     """pymoo's mutation for categorical integer genes (pymoo is imported only when the GA runs)."""
     # pymoo takes most of a second to import: only a GA run pays for it.
     from pymoo.core.mutation import Mutation
 
-    class ResetMutation(Mutation):
+    class ResetMutation(Mutation):  # type: ignore[misc]  # pymoo is untyped
         """Random reset: each gene is redrawn uniformly in its bounds with probability ``prob_var``."""
 
-        def _do(self, problem, X, random_state=None, **kwargs):
+        # pymoo's own (untyped) hook: problem a pymoo Problem, random_state a numpy Generator.
+        def _do(self, problem: Any, X: Genes, random_state: Any = None, **kwargs: Any) -> Genes:
             prob_var = self.get_prob_var(problem, size=(len(X), 1))
             redraw = random_state.random(X.shape) < prob_var
             fresh = random_state.integers(problem.xl, problem.xu + 1, size=X.shape)
