@@ -8,7 +8,8 @@ several cores, a timed :class:`~monet_ilp.schedule.Schedule`
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from monet_ilp.heuristics.checkpointing import (
     chen_greedy_sequence,
@@ -26,8 +27,10 @@ from monet_ilp.heuristics.liveness import (
 )
 from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.heuristics.store_all import store_all, store_all_schedule, store_all_sequence
-from monet_ilp.instance import Instance
-from monet_ilp.schedule import Schedule, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule, Sequence
 
 #: The baselines by name.  ``store_all`` gives a :class:`Sequence` when the instance
 #: allows one (one core holding the graph inputs) and a timed :class:`Schedule`
@@ -39,12 +42,12 @@ HEURISTICS: dict[str, Callable[[Instance], Sequence | Schedule]] = {
 }
 
 __all__ = [
-    "memory_aware_schedule",
     "HEURISTICS",
     "SequenceCost",
     "chen_greedy_sequence",
     "chen_sqrt_sequence",
     "keep_across_segments",
+    "memory_aware_schedule",
     "place_releases",
     "plan_order",
     "rematerialize",

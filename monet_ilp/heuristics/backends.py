@@ -6,16 +6,19 @@ breaks the instance is reported ``infeasible``.  They take no options.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.heuristics import HEURISTICS, memory_aware_schedule
-from monet_ilp.instance import Instance
 from monet_ilp.results import BackendResult, Status
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["greedy", "memory_aware", "sqrt", "store_all"]
 
 
-def _run(name: str, schedule: Any) -> BackendResult:
+def _run(name: str, schedule: Schedule | Sequence) -> BackendResult:
     return BackendResult(Status.FEASIBLE, schedule, message=f"heuristic {name}", source=f"heuristic:{name}")
 
 

@@ -9,8 +9,11 @@ Sublinear Memory Cost", arXiv:1604.06174.
 
 from __future__ import annotations
 
+import itertools
 import math
-from typing import Iterable, Sequence as Seq
+from collections.abc import Iterable
+from collections.abc import Sequence as Seq
+from typing import TYPE_CHECKING, Any, Protocol
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import OpKind, TrainingGraph
@@ -20,8 +23,16 @@ from monet_ilp.heuristics.liveness import (
     replay,
     require_sequence_form,
 )
-from monet_ilp.instance import Instance
 from monet_ilp.schedule import Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+
+
+class _Clock(Protocol):
+    """A deadline (:class:`~monet_ilp.engines.deadline.Deadline`): anything with ``passed()``."""
+
+    def passed(self) -> bool: ...
 
 __all__ = [
     "chen_greedy_sequence",
@@ -70,7 +81,7 @@ def chen_sqrt_sequence(instance: Instance) -> Sequence:
 
 def chen_greedy_sequence(
     instance: Instance, budget_bytes: int | None = None, *, max_thresholds: int = 512,
-    deadline=None,
+    deadline: _Clock | None = None,
 ) -> Sequence:
     """Chen's greedy checkpointing, with the threshold searched for the budget.
 
@@ -122,7 +133,7 @@ def chen_greedy_sequence(
     ]
     thresholds = _breakpoints(out_bytes, max_thresholds)
 
-    best: tuple[tuple, Sequence] | None = None
+    best: tuple[tuple[int, int, int], Sequence] | None = None
     tried: set[tuple[int, ...]] = set()
     for b in thresholds:
         if best is not None and deadline is not None and deadline.passed():
@@ -251,13 +262,13 @@ def rematerialize(graph: TrainingGraph, order: Seq[str], keep: Iterable[str]) ->
     keep = set(keep)
     position = {op: i for i, op in enumerate(order)}
     drop_after: dict[int, list[str]] = {}
-    for t in graph.tensors:
-        if t.persistent or t.producer is None or t.id in keep:
+    for tensor in graph.tensors:
+        if tensor.persistent or tensor.producer is None or tensor.id in keep:
             continue
-        if graph.op(t.producer).kind is not OpKind.FORWARD:
+        if graph.op(tensor.producer).kind is not OpKind.FORWARD:
             continue
-        forward_reads = [position[c] for c in t.consumers if graph.op(c).kind in FORWARD_PASS]
-        drop_after.setdefault(max([position[t.producer]] + forward_reads), []).append(t.id)
+        forward_reads = [position[c] for c in tensor.consumers if graph.op(c).kind in FORWARD_PASS]
+        drop_after.setdefault(max([position[tensor.producer]] + forward_reads), []).append(tensor.id)
 
     resident = {t.id for t in graph.tensors if not t.persistent and t.producer is None}
     updated: set[str] = set()
@@ -289,7 +300,7 @@ def rematerialize(graph: TrainingGraph, order: Seq[str], keep: Iterable[str]) ->
                 stale = updated.intersection(graph.op(producer).inputs)
                 if stale:
                     raise MonetError(
-                        f"recomputing {producer!r} would read {sorted(stale)[0]!r} "
+                        f"recomputing {producer!r} would read {min(stale)!r} "
                         "after its update",
                         field=f"ops.{producer}",
                         fix="run optimizer ops after the backward pass (plan_order)",
@@ -325,7 +336,7 @@ def _breakpoints(out_bytes: list[int], limit: int) -> list[int]:
 def _greedy_segments(forward: list[str], out_bytes: list[int], threshold: int) -> dict[str, int]:
     segment_of: dict[str, int] = {}
     segment, running = 0, 0
-    for op, nbytes in zip(forward, out_bytes):
+    for op, nbytes in zip(forward, out_bytes, strict=True):
         segment_of[op] = segment
         running += nbytes
         if running > threshold:
@@ -334,7 +345,7 @@ def _greedy_segments(forward: list[str], out_bytes: list[int], threshold: int) -
 
 
 def _sequence(
-    instance: Instance, order: list[str], segment_of: dict[str, int], meta: dict
+    instance: Instance, order: list[str], segment_of: dict[str, int], meta: dict[str, Any]
 ) -> Sequence:
     graph = instance.graph
     keep = keep_across_segments(graph, segment_of)
@@ -342,7 +353,7 @@ def _sequence(
     steps = place_releases(graph, plan)
     cost: SequenceCost = replay(instance, steps)
     ops = list(segment_of)
-    boundaries = [op for op, nxt in zip(ops, ops[1:]) if segment_of[op] != segment_of[nxt]]
+    boundaries = [op for op, nxt in itertools.pairwise(ops) if segment_of[op] != segment_of[nxt]]
     return Sequence(
         steps,
         meta={

@@ -43,22 +43,28 @@ from __future__ import annotations
 import json
 import weakref
 from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph.ir import OpKind, read_json
-from monet_ilp.instance import Instance
+from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+
+_T = TypeVar("_T")
 
 __all__ = [
     "FORMAT_NAME",
     "POLICIES",
-    "DecoderPlan",
     "Decisions",
+    "DecoderPlan",
     "decisions_from_dict",
     "decisions_from_schedule",
     "decode",
@@ -107,7 +113,7 @@ class Decisions:
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "tensors": dict(self.tensors),
                 "cores": dict(self.cores), "meta": dict(self.meta)}
 
-    def validate(self, instance: Instance, *, source: str | None = None) -> "Decisions":
+    def validate(self, instance: Instance, *, source: str | None = None) -> Decisions:
         """Check every name against ``instance``; return ``self``.
 
         Raises
@@ -146,15 +152,13 @@ class Decisions:
         return self
 
 
-def _some(names, n: int = 6) -> str:
-    names = list(names)
-    return ", ".join(names[:n]) + (", ..." if len(names) > n else "") if names else "none"
+def _some(names: Iterable[str], n: int = 6) -> str:
+    listed = list(names)
+    return ", ".join(listed[:n]) + (", ..." if len(listed) > n else "") if listed else "none"
 
 
 def default_decisions(instance: Instance) -> Decisions:
     """Everything kept; each layer on the core the store-all list scheduler gives it."""
-    from monet_ilp.heuristics.store_all import store_all_schedule
-
     cores = dict(store_all_schedule(instance, allocate="layer").meta["core_of_layer"])
     return Decisions({t: _KEEP for t in plan_of(instance).saved}, cores, {"source": "default"})
 
@@ -208,9 +212,9 @@ def decisions_from_schedule(instance: Instance, schedule: Schedule) -> Decisions
         runs_of[run.op] = runs_of.get(run.op, 0) + 1
     cores = {}
     for layer in plan.layers:
-        run = first_run.get(plan.lead_op[layer])
-        if run is not None and instance.has_core(run.core):
-            cores[layer] = run.core
+        lead = first_run.get(plan.lead_op[layer])
+        if lead is not None and instance.has_core(lead.core):
+            cores[layer] = lead.core
     sram = {m.id for m in instance.memories if m.kind == "sram"}
     memory_of = {c.id: c.memory for c in instance.cores}
     held: dict[str, list[tuple[int, str, str]]] = {}  # tensor -> (time, memory, how)
@@ -345,7 +349,7 @@ class DecoderPlan:
     def core_of_ops(self, cores: Mapping[str, str]) -> list[str]:
         """The core of every op (by position) under a layer -> core map."""
         out = []
-        for layer, row, first in zip(self.layer_of, self.costs, self.first_core):
+        for layer, row, first in zip(self.layer_of, self.costs, self.first_core, strict=True):
             core = cores.get(layer) if layer else None
             out.append(core if core in row else first)
         return out
@@ -407,7 +411,7 @@ def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], *
     tensor, a core per layer (both in the instance's order); no validation.  ``tidy=False``
     leaves the schedule's lists in the order they were made (faster; same evaluation)."""
     plan = plan_of(instance)
-    return _Decoder(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core))), policy,
+    return _Decoder(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
                     strict=False, heuristic="decisions").run(tidy=tidy)
 
 
@@ -466,13 +470,13 @@ class _Decoder:
         self.made_at: dict[str, int] = {}
         self.read_end: dict[str, int] = {}
         self.runs_of: dict[int, int] = {}
-        self.runs: list[tuple] = []
-        self.transfers: list[tuple] = []
-        self.frees: list[tuple] = [(0, t, plan.shared) for t in plan.unread_inputs]
+        self.runs: list[tuple[int, int, str, int, str]] = []  # the fields of an OpRun (_RUN_FIELDS)
+        self.transfers: list[tuple[int, int, str, str, str, str]] = []  # of a Transfer
+        self.frees: list[tuple[int, str, str]] = [(0, t, plan.shared) for t in plan.unread_inputs]
         self.busy_starts: dict[str, list[int]] = {l: [] for l in plan.links}
         self.busy_ends: dict[str, list[int]] = {l: [] for l in plan.links}
         self.evicted: list[list[str]] = []
-        self.over: list[list] = []
+        self.over: list[list[str | int]] = []  # [op, memory, bytes needed]
 
     # ------------------------------------------------------------------ links
     def _move(self, tensor: str, src: str, dst: str, ready: int) -> tuple[int, int]:
@@ -486,8 +490,7 @@ class _Decoder:
             i = bisect_right(ends, t)  # intervals are disjoint: ends are sorted too
             n = len(starts)
             while i < n and starts[i] < t + cycles:
-                if ends[i] > t:
-                    t = ends[i]
+                t = max(t, ends[i])
                 i += 1
             if best is None or t + cycles < best[0]:
                 best = (t + cycles, t, link)
@@ -523,11 +526,9 @@ class _Decoder:
     def _release(self, tensor: str, mem: str) -> None:
         at = self.resident[mem].pop(tensor)
         cursor = self.cursor[mem]
-        if cursor > at:
-            at = cursor
+        at = max(at, cursor)
         until = self.read_until.get((tensor, mem), 0)
-        if until > at:
-            at = until
+        at = max(at, until)
         self.frees.append((at, tensor, mem))
         self.used[mem] -= self.size[tensor]
         self.cursor[mem] = at
@@ -546,7 +547,7 @@ class _Decoder:
                 k = (_INF if nxt is None else nxt, t)
                 if key is None or k > key:
                     victim, key = t, k
-            if victim is None:
+            if victim is None or key is None:
                 self.over.append([op, mem, self.used[mem] + need])
                 return
             if key[0] != _INF and victim not in self.in_shared and self.policy.get(victim) != 2:
@@ -581,7 +582,7 @@ class _Decoder:
         if self.used[mem] + size > plan.capacity[mem]:
             self._make_room(mem, size, protected, core, here, plan.order[here])
         cursor = self.cursor[mem]
-        start, end = self._move(t, plan.shared, mem, cursor if cursor > shared_ready else shared_ready)
+        start, end = self._move(t, plan.shared, mem, max(shared_ready, cursor))
         self.resident[mem][t] = end
         self.used[mem] += size
         if start > cursor:
@@ -635,11 +636,9 @@ class _Decoder:
         if need and self.used[mem] + need > plan.capacity[mem]:
             self._make_room(mem, need, protected, core, here, op)
         start = self.core_free[core]
-        if self.cursor[mem] > start:
-            start = self.cursor[mem]
+        start = max(start, self.cursor[mem])
         for t in ins:
-            if resident[t] > start:
-                start = resident[t]
+            start = max(start, resident[t])
         for t in outs:  # a rerun rewrites a resident copy (E1.2) once it has arrived
             if t in resident and resident[t] > start:
                 start = resident[t]
@@ -662,8 +661,7 @@ class _Decoder:
                 resident[t] = end
                 self.used[mem] += size[t]
             protected.add(t)
-        if end > self.cursor[mem]:
-            self.cursor[mem] = end
+        self.cursor[mem] = max(self.cursor[mem], end)
         return end
 
     # ------------------------------------------------------------------ driver
@@ -722,13 +720,13 @@ _TRANSFER_FIELDS = ("start", "end", "tensor", "src", "dst", "link")
 _FREE_FIELDS = ("time", "tensor", "memory")
 
 
-def _build(cls, names: tuple[str, ...], rows: list[tuple]) -> tuple:
+def _build(cls: type[_T], names: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> tuple[_T, ...]:
     """Frozen dataclass instances from field tuples, without the per-field ``__setattr__`` of
     their ``__init__`` (2-3x faster; equal, hashable and ordered like any other instance)."""
     new = object.__new__
     out = []
     for row in rows:
         obj = new(cls)
-        obj.__dict__.update(zip(names, row))
+        obj.__dict__.update(zip(names, row, strict=True))
         out.append(obj)
     return tuple(out)

@@ -9,13 +9,16 @@ what the heuristics claim.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import TYPE_CHECKING
 
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.ir import TrainingGraph
-from monet_ilp.instance import Instance
 from monet_ilp.schedule import Compute, Release
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.instance import Instance
 
 __all__ = [
     "SequenceCost",
@@ -92,7 +95,9 @@ def place_releases(
         its dead outputs.
     """
     plan = list(computations)
-    live_tensor = lambda t: not graph.tensor(t).persistent  # noqa: E731
+    def live_tensor(t: str) -> bool:
+        return not graph.tensor(t).persistent
+
     # release_after[i]: tensors whose current copy dies right after step i.
     release_after: list[list[str]] = [[] for _ in plan]
     last_read: dict[str, int] = {}  # tensor -> last reader of its current copy
@@ -102,9 +107,9 @@ def place_releases(
         end = last_read.pop(t, born[t])
         release_after[max(end, 0)].append(t)
 
-    for t in graph.tensors:
-        if not t.persistent and t.producer is None:
-            born[t.id] = -1
+    for tensor in graph.tensors:
+        if not tensor.persistent and tensor.producer is None:
+            born[tensor.id] = -1
     for i, op_id in enumerate(plan):
         op = graph.op(op_id)
         for t in op.inputs:

@@ -24,17 +24,22 @@ nothing is recomputed.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
 
 from monet_ilp.errors import MonetError
-from monet_ilp.instance import Instance
+from monet_ilp.heuristics.decisions import list_schedule
+from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.schedule import Schedule
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
 
 __all__ = ["memory_aware_schedule"]
 
 
 def memory_aware_schedule(instance: Instance, *, core_of_op: Mapping[str, str] | None = None,
-                          allocate: str = "layer") -> Schedule:
+                          allocate: Literal["layer", "op"] = "layer") -> Schedule:
     """List-schedule ``instance`` within its SRAM capacities (see the module docstring).
 
     Parameters
@@ -61,22 +66,20 @@ def memory_aware_schedule(instance: Instance, *, core_of_op: Mapping[str, str] |
         or an op's inputs and outputs do not fit in its core's SRAM (the message
         gives the bytes needed).
     """
-    from monet_ilp.heuristics.decisions import list_schedule
-    from monet_ilp.heuristics.store_all import store_all_schedule
-
     if instance.memory(instance.input_home).kind == "sram":
         raise MonetError("the memory-aware scheduler moves data through a shared memory; this "
                          f"instance starts its inputs in SRAM {instance.input_home!r}",
                          field="input_home", fix="use a P3 instance (inputs in DRAM)")
     given = core_of_op is not None
     if core_of_op is None:
-        core_of_op = {}
+        first_core: dict[str, str] = {}
         for run in sorted(store_all_schedule(instance, allocate=allocate).ops):
-            core_of_op.setdefault(run.op, run.core)
-    cores = []
+            first_core.setdefault(run.op, run.core)
+        core_of_op = first_core
+    cores: list[str] = []
     for op in instance.graph.ops:
         core = core_of_op.get(op.id)
-        if core not in instance.costs.get(op.id, {}):
+        if core is None or core not in instance.costs.get(op.id, {}):
             raise MonetError(f"op {op.id!r} is not costed on core {core!r}",
                              field=f"core_of_op.{op.id}", fix="allocate it to a core it can run on")
         cores.append(core)

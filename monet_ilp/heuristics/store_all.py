@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import Op, OpKind
@@ -21,8 +21,10 @@ from monet_ilp.heuristics.liveness import (
     require_sequence_form,
     sequence_form_applies,
 )
-from monet_ilp.instance import Instance
 from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
 
 __all__ = ["store_all", "store_all_schedule", "store_all_sequence"]
 

@@ -32,8 +32,9 @@ from monet_ilp.heuristics.decisions import (
 from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.make import make_instance
+from monet_ilp.solve import solve
 
-TWO = dict(n_pe_x=2, n_pe_y=1)
+TWO = {"n_pe_x": 2, "n_pe_y": 1}
 LAYERS = ("fc1", "fc2", "head", "loss")
 #: The MLP's store-all schedule peaks at 12 KiB per SRAM; its largest op needs 8 KiB.
 TIGHT = 9 * 1024
@@ -70,11 +71,11 @@ def test_every_policy_combination_decodes_within_the_budget(hw):
     plan = plan_of(inst)
     choices = [POLICIES if t in plan.recomputable else POLICIES[:2] for t in plan.saved]
     cores = [c.id for c in inst.cores]
-    allocations = [dict.fromkeys(LAYERS, cores[0]), dict(zip(LAYERS, itertools.cycle(cores))),
-                   dict(zip(LAYERS, reversed(cores * 2)))]
+    allocations = [dict.fromkeys(LAYERS, cores[0]), dict(zip(LAYERS, itertools.cycle(cores), strict=False)),
+                   dict(zip(LAYERS, reversed(cores * 2), strict=False))]
     for combo in itertools.product(*choices):
         for allocation in allocations:
-            schedule = decode(inst, Decisions(dict(zip(plan.saved, combo)), allocation))
+            schedule = decode(inst, Decisions(dict(zip(plan.saved, combo, strict=True)), allocation))
             assert not schedule.meta["repairs"]["over_capacity"]
             feasible(inst, schedule)
 
@@ -127,7 +128,7 @@ def test_offload_goes_to_dram_and_back():
     feasible(inst, schedule)
     assert len(runs_of(schedule, "F:fc1")) == 1
     assert moves(schedule, "relu1") == [("pe_0.sram", "dram"), ("dram", "pe_0.sram")]
-    back = [t for t in schedule.transfers if t.tensor == "relu1" and t.dst == "pe_0.sram"][0]
+    back = next(t for t in schedule.transfers if t.tensor == "relu1" and t.dst == "pe_0.sram")
     last_forward = runs_of(schedule, "F:fc2")[0]
     first_backward = min(r.start for r in schedule.ops if r.op in ("dX:fc1", "dW:fc2"))
     freed = [f.time for f in schedule.frees if f.tensor == "relu1" and f.memory == "pe_0.sram"]
@@ -137,7 +138,7 @@ def test_offload_goes_to_dram_and_back():
 def test_recompute_reruns_the_producer_before_the_backward_reader():
     inst, schedule = one_core("recompute")
     metrics = feasible(inst, schedule)
-    first, again = sorted(runs_of(schedule, "F:fc1"))
+    _first, again = sorted(runs_of(schedule, "F:fc1"))
     assert metrics.recomputations == 1 and again.core == "pe_0"
     assert again.start >= runs_of(schedule, "F:fc2")[0].end
     assert again.end <= min(r.start for r in schedule.ops if r.op in ("dX:fc1", "dW:fc2"))
@@ -187,8 +188,6 @@ def test_decisions_read_back_from_a_decoded_schedule():
 
 
 def test_decisions_from_a_solver_schedule_are_valid():
-    from monet_ilp.solve import solve
-
     inst = mlp(sram_budget=TIGHT)
     result = solve(inst, "cpsat", time_limit=2, workers=1)
     decisions = decisions_from_schedule(inst, result.schedule).validate(inst)
