@@ -261,7 +261,7 @@ class P1Data:
             held = self.size[k] + sum(self.size[p] for p in self.preds[k])
             if self.fixed_order:
                 held += sum(
-                    s for s, readers in zip(self.input_size, self.input_readers) if max(readers) >= k
+                    s for s, readers in zip(self.input_size, self.input_readers, strict=True) if max(readers) >= k
                 )
             else:
                 held += sum(self.input_size[g] for g in self.node_inputs[k])
@@ -298,7 +298,7 @@ class P1Data:
         """``reads(j)``: the values node ``j`` reads (nodes and inputs), increasing."""
         n = self.n
         return tuple(tuple(sorted(p + tuple(n + g for g in gs)))
-                     for p, gs in zip(self.preds, self.node_inputs))
+                     for p, gs in zip(self.preds, self.node_inputs, strict=True))
 
     @cached_property
     def users(self) -> tuple[tuple[int, ...], ...]:

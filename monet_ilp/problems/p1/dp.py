@@ -11,16 +11,18 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.ir import TrainingGraph
-from monet_ilp.instance import Instance
 from monet_ilp.problems.p1.data import check_p1, persistent_bytes_held
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.instance import Instance
 
 __all__ = [
     "DEFAULT_MAX_TABLE_BYTES",
@@ -176,9 +178,9 @@ class _ChainData:
     def __init__(self, instance: Instance, chain: TrainingChain):
         graph = instance.graph
         core = instance.cores[0].id
-        cycles = lambda op: instance.cost(op, core).cycles  # noqa: E731
-        nbytes = lambda ts: sum(graph.tensor(t).bytes for t in ts)  # noqa: E731
-        live = lambda ts: tuple(t for t in dict.fromkeys(ts) if not graph.tensor(t).persistent)  # noqa: E731
+        cycles = lambda op: instance.cost(op, core).cycles
+        nbytes = lambda ts: sum(graph.tensor(t).bytes for t in ts)
+        live = lambda ts: tuple(t for t in dict.fromkeys(ts) if not graph.tensor(t).persistent)
         self.chain = chain
         L, K = len(chain.forward), len(chain.tail)
         self.L, self.K = L, K
@@ -309,7 +311,7 @@ class _Rows:
     """
 
     def __init__(self, cols: dict[str, np.ndarray], row_state: np.ndarray, states: list[int]):
-        lookup = dict(zip(states, range(len(states))))
+        lookup = {state: i for i, state in enumerate(states)}
         ids = np.array(states, dtype=np.int64)
         where = np.argsort(ids)
         key = where[np.searchsorted(ids[where], row_state)] if len(row_state) else row_state
@@ -434,8 +436,8 @@ class _ChainDP:
         inner = np.where(inner_tab[SP] > _NEG, inner_tab[SP] + TG, _NEG)
         p1 = np.maximum(P0, e[SP])
         child = self.sid_s(SP, P)
-        common = dict(state=state, child=child, first=first, inner=inner, sweep_to=SP, direct=0,
-                      direct_to=0, w_from=p1)
+        common = {"state": state, "child": child, "first": first, "inner": inner, "sweep_to": SP,
+                  "direct": 0, "direct_to": 0, "w_from": p1}
         ak = self._after_keep(s, SP - 1, p1)
         add((p1 > P) | (P < 0), **common, child_keep=0, cont=self.sid_s(s, p1), cost=cost,
             needed=p1 < e[s], local0=_NEG, local1=_NEG, w_to=p1)
@@ -469,8 +471,9 @@ class _ChainDP:
             last = d.last_pair[J]
             with_pairs = d.range_max(pu, last) + WJ + w[J - 1]
             after_pairs = d.range_max(last, e[J]) + WJ
-            common = dict(state=state, child=child, first=first, inner=inner, sweep_to=SP,
-                          direct=np.where(direct, pu, 0), direct_to=np.where(direct, e[J], 0), w_from=p1)
+            common = {"state": state, "child": child, "first": first, "inner": inner, "sweep_to": SP,
+                      "direct": np.where(direct, pu, 0), "direct_to": np.where(direct, e[J], 0),
+                      "w_from": p1}
             ak = self._after_keep(s, SP - 1, p1)
             for child_keep in (0, 1):
                 run_local = np.maximum(with_pairs, after_pairs + child_keep * w[J - 1])

@@ -8,14 +8,13 @@ interval and puts them in one cumulative (C10-C11).
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ortools.sat.python import cp_model
 
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p1.cpsat import constraints as C
 from monet_ilp.problems.p1.cpsat import objectives as O
-from monet_ilp.problems.p1.data import P1Data, check_max_computes
 from monet_ilp.problems.p1.cpsat.variables import (
     P1Vars,
     add_free_variables,
@@ -23,6 +22,7 @@ from monet_ilp.problems.p1.cpsat.variables import (
     add_retention_pieces,
     add_schedule_variables,
 )
+from monet_ilp.problems.p1.data import P1Data, check_max_computes
 
 #: The default encoding (the faster one on the benchmark in ``p1_cpsat.md``).
 DEFAULT_ENCODING = "intervals"

@@ -9,17 +9,20 @@ also tells whether a hint fits the budget.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from monet_ilp.engines.deadline import OutOfTime
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.ir import TrainingGraph
 from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
-from monet_ilp.instance import Instance
 from monet_ilp.problems.p1.cpsat.variables import Item, items_read, items_read_or_made
-from monet_ilp.problems.p1.data import P1Data
 from monet_ilp.schedule import Compute, Release, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.instance import Instance
+    from monet_ilp.problems.p1.data import P1Data
 
 Cell = tuple[int, int, int]  # (stage t, pass r, node i)
 
@@ -173,7 +176,7 @@ def _values(grid, cells, retained, first_stage, source, deadline=None) -> Comple
         values[("S", t, i)] = 1
     input_last = [max(t for t, _, j in cells if j in readers) for readers in grid.input_readers]
     for g, last in enumerate(input_last):
-        for t in range(0, last + 1):
+        for t in range(last + 1):
             values[("Sin", t, g)] = 1
 
     def resident_at_start(t: int, item: Item) -> bool:
@@ -220,9 +223,9 @@ def _values(grid, cells, retained, first_stage, source, deadline=None) -> Comple
                 if free:
                     held.pop(item)
                     end[item] = offset[t] + rank[(r, k)] + 1
-        for item in start:
+        for item, begin in start.items():
             values[("present", t, item)] = 1
-            values[("start", t, item)] = start[item]
+            values[("start", t, item)] = begin
             values[("end", t, item)] = end.get(item, offset[t + 1])
     cost = sum(grid.cost[i] for _, _, i in cells)
     return Completion(cells, values, cost, peak, source)
@@ -274,7 +277,7 @@ def sequence_of(graph: TrainingGraph, computations: list[str], meta: Mapping | N
     E3 memory of ``formulations/evaluator.md`` at its smallest, never more than the
     model's (``p1_cpsat.md``, "From cells to a Sequence").
     """
-    live = lambda t: not graph.tensor(t).persistent  # noqa: E731
+    live = lambda t: not graph.tensor(t).persistent
     release_after: dict[int, list[str]] = {}
     last_read: dict[str, int] = {}
     born: dict[str, int] = {t.id: -1 for t in graph.tensors if not t.persistent and t.producer is None}

@@ -6,7 +6,10 @@ O1 is exactly the evaluator's ``compute_cycles`` of the extracted sequence.
 
 from __future__ import annotations
 
-from monet_ilp.problems.p1.cpsat.variables import P1Vars
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from monet_ilp.problems.p1.cpsat.variables import P1Vars
 
 
 def total_compute_cost(v: P1Vars):

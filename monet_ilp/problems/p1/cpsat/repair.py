@@ -11,9 +11,12 @@ recomputation at its next read, choosing the item read furthest in the future
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
-from monet_ilp.problems.p1.data import P1Data
 from monet_ilp.problems.p1.cpsat.hints import Cell, minimal_retention
+
+if TYPE_CHECKING:
+    from monet_ilp.problems.p1.data import P1Data
 
 
 def evict_until_fits(

@@ -10,11 +10,12 @@ encoding :func:`add_retention_pieces`.  Every variable is also stored under a ke
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
-from monet_ilp.problems.p1.data import P1Data
+if TYPE_CHECKING:
+    from monet_ilp.problems.p1.data import P1Data
 
 #: A memory item: ``("node", i)`` (the outputs of node i) or ``("input", g)``.
 Item = tuple[str, int]
@@ -116,7 +117,7 @@ def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget, budget
             x = _bool(v, ("R", t, r, i))
             if grid.first[i] == (t, t):
                 forced.setdefault(i, []).append(x)
-        for i, xs in forced.items():
+        for xs in forced.values():
             model.add_exactly_one(xs)  # C1: the one first computation of a forced node
     for i, (lo, hi) in enumerate(grid.first):
         if lo < hi:
@@ -128,7 +129,7 @@ def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget, budget
         for t in range(lo, hi + 1):
             _bool(v, ("S", t, i))
     for g, last in enumerate(grid.input_retain_last):
-        for t in range(0, last + 1):
+        for t in range(last + 1):
             _bool(v, ("Sin", t, g), 1 if t == 0 else None)
     return v
 

@@ -9,9 +9,12 @@ already in the columns: a fixed variable is a constant that the rows fold away.
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-from monet_ilp.problems.p1.data import P1Data
 from monet_ilp.problems.p1.milp.variables import Col, Lin, LinearModel, StageVariables
+
+if TYPE_CHECKING:
+    from monet_ilp.problems.p1.data import P1Data
 
 __all__ = [
     "add_constraints",

@@ -7,8 +7,12 @@ Part of the ``milp`` backend: sets the column costs of a
 
 from __future__ import annotations
 
-from monet_ilp.problems.p1.data import P1Data
+from typing import TYPE_CHECKING
+
 from monet_ilp.problems.p1.milp.variables import Col, LinearModel, StageVariables
+
+if TYPE_CHECKING:
+    from monet_ilp.problems.p1.data import P1Data
 
 __all__ = ["total_compute_cost"]
 

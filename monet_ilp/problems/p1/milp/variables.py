@@ -11,15 +11,17 @@ MPS/LP.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from monet_ilp.problems.p1.data import P1Data
+if TYPE_CHECKING:
+    from monet_ilp.problems.p1.data import P1Data
 
 __all__ = [
     "Col",
-    "LinearModel",
     "Lin",
+    "LinearModel",
     "StageVariables",
     "add_variables",
 ]
@@ -50,7 +52,7 @@ class Lin:
         self.coef: dict[int, float] = {}
         self.const = const
 
-    def add(self, term: Term, scale: float = 1.0) -> "Lin":
+    def add(self, term: Term, scale: float = 1.0) -> Lin:
         if isinstance(term, Col):
             self.coef[term.index] = self.coef.get(term.index, 0.0) + scale
         else:
