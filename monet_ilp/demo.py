@@ -32,11 +32,11 @@ from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.decisions import Decisions, decode, plan_of
 from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.heuristics.store_all import store_all_schedule
-from monet_ilp.instance import Objective
+from monet_ilp.instance import Instance, Objective
 from monet_ilp.make import make_instance
 from monet_ilp.plot import gantt, pareto
 from monet_ilp.results import gap_of
-from monet_ilp.schedule import schedule_from_dict
+from monet_ilp.schedule import Schedule, schedule_from_dict
 from monet_ilp.solve import solve
 
 
@@ -44,7 +44,7 @@ from monet_ilp.solve import solve
 class DemoRow:
     method: str
     feasible: bool
-    violations: dict
+    violations: dict[str, int]
     latency_cycles: int
     energy_pj: int
     peak_sram_bytes: int
@@ -53,7 +53,7 @@ class DemoRow:
     seconds: float
 
 
-def _chen_sqrt(instance, core_of_layer):
+def _chen_sqrt(instance: Instance, core_of_layer: dict[str, str]) -> Schedule:
     plan = plan_of(instance)
     recomputable = [t for t in plan.saved if t in plan.recomputable]
     step = max(1, math.isqrt(len(recomputable)) + (0 if math.isqrt(len(recomputable)) ** 2 == len(recomputable) else 1))
@@ -113,11 +113,12 @@ def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float 
     files = {"gantt": out / "gantt_cpsat.png", "pareto": out / "pareto_ga.png"}
     if result.schedule is not None:
         gantt(inst, result.schedule, files["gantt"], title=f"cpsat on {inst.name} ({result.status})")
-    front_file = {"instance": inst.name, "points": [
+    front_points: list[dict[str, Any]] = [
         {"latency_cycles": p["latency_cycles"], "energy_pj": p["energy_pj"], "energy_bound_pj": energy_lb,
-         "latency_bound_cycles": latency_lb, "status": "feasible", "schedule": None} for p in points]}
+         "latency_bound_cycles": latency_lb, "status": "feasible", "schedule": None} for p in points]
+    front_file = {"instance": inst.name, "points": front_points}
     if result.metrics is not None and result.metrics.feasible:
-        front_file["points"].append({"latency_cycles": result.metrics.latency_cycles,
+        front_points.append({"latency_cycles": result.metrics.latency_cycles,
                                      "energy_pj": result.metrics.energy.total_pj, "energy_bound_pj": energy_lb,
                                      "latency_bound_cycles": latency_lb, "status": str(result.status),
                                      "schedule": None})

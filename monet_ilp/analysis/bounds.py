@@ -25,12 +25,15 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p1.milp import lp_bound
-from monet_ilp.problems.p3.data import p3_data
+from monet_ilp.problems.p3.data import P3Data, p3_data
 from monet_ilp.solve import solve
+
+if TYPE_CHECKING:
+    from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["Bound", "combinatorial_bounds", "lower_bounds"]
 
@@ -48,6 +51,11 @@ class Bound:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @property
+    def rank(self) -> float:
+        """What bounds are compared by: the value, or minus infinity without one."""
+        return -math.inf if self.value is None else self.value
 
 
 def combinatorial_bounds(instance: Instance, objective: Objective | None = None) -> list[Bound]:
@@ -100,7 +108,7 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
     return [dataclasses.replace(b, seconds=round(seconds / max(1, len(out)), 4)) for b in out]
 
 
-def _pinning_knapsack(data) -> int:
+def _pinning_knapsack(data: P3Data) -> int:
     """B5: run energy when not every persistent tensor fits in the SRAMs at once.
 
     Every op costs at least its cheapest unpinned energy minus what pinning could
@@ -111,7 +119,8 @@ def _pinning_knapsack(data) -> int:
     the largest footprint of one op; the fractional knapsack over that room bounds the
     total saving from above, so the result bounds the run energy from below.
     """
-    base, value = 0, [0] * len(data.persistent)
+    base = 0
+    value: list[float] = [0] * len(data.persistent)
     for op in data.ops:
         unpinned = min(op.energy_pj.values())
         base += unpinned
@@ -121,8 +130,7 @@ def _pinning_knapsack(data) -> int:
             for p in op.persistent_reads:  # pro rata: the saving needs all of them pinned
                 value[p] += saving * data.persistent[p].bytes / total if total else saving
     srams = {data.memory_of[c] for c in data.cores}
-    room = sum(data.capacity[m] for m in srams) - data.min_sram_bytes()
-    room = max(room, 0)
+    room: float = max(sum(data.capacity[m] for m in srams) - data.min_sram_bytes(), 0)
     items = sorted(((value[p.index], p.bytes) for p in data.persistent if p.pin_memories and value[p.index] > 0),
                    key=lambda vb: vb[0] / max(vb[1], 1), reverse=True)
     saved = 0.0
@@ -143,7 +151,7 @@ def lower_bounds(
     solver: bool = True,
     max_computes: int | None = None,
     max_transfers: int | None = None,
-    hint=None,
+    hint: Schedule | Sequence | None = None,
 ) -> dict[str, Any]:
     """Every lower bound family on the instance's objective, and the best.
 
@@ -194,7 +202,7 @@ def lower_bounds(
         if lp is not None:
             bounds.append(lp)
     valued = [b for b in bounds if b.value is not None]
-    best = max(valued, key=lambda b: b.value, default=None)
+    best = max(valued, key=lambda b: b.rank, default=None)
     return {
         "instance": instance.name,
         "objective": str(objective),

@@ -64,7 +64,7 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
     return [(Path(path).stem, schedule)]
 
 
-def _decode(decisions: dict, instance: Instance, source: str) -> Schedule:
+def _decode(decisions: dict[str, Any], instance: Instance, source: str) -> Schedule:
     data = dict(decisions)
     data.setdefault("format", DECISIONS_FORMAT)
     return decode(instance, decisions_from_dict(data, source=source, instance=instance))
@@ -134,7 +134,7 @@ def grade(
         [fast.bound] if fast.bound is not None else [])
     latency_lb = max(candidates)
     source = "cpsat" if fast.bound is not None and fast.bound >= latency_lb else \
-        max((b for b in latency_bounds if b.value is not None), key=lambda b: b.value).name
+        max((b for b in latency_bounds if b.value is not None), key=lambda b: b.rank).name
     tick("latency bound")
     improved = 0
     for (label, sched), row in zip(points, rows, strict=True):
@@ -166,7 +166,9 @@ def grade(
             "solver_improves": improved}
 
 
-def _best(points, rows, key):
+def _best(points: list[tuple[str, Schedule | Sequence]], rows: list[dict[str, Any]],
+          key: str) -> Schedule | Sequence | None:
+    """The schedule of the feasible point with the least ``key`` (the first of equals)."""
     feasible = [(row[key], k) for k, row in enumerate(rows) if row["feasible"]]
     if not feasible:
         return None

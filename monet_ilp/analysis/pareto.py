@@ -14,13 +14,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
-from monet_ilp.results import non_dominated
+from monet_ilp.results import Result, Status, non_dominated
 from monet_ilp.schedule import save_schedule
-from monet_ilp.solve import Result, Status, solve
+from monet_ilp.solve import solve
+
+if TYPE_CHECKING:
+    from monet_ilp.evaluate import Metrics
 
 __all__ = ["pareto_front"]
 
@@ -79,10 +82,11 @@ def pareto_front(
             "latency_bound_cycles": None, "energy_bound_pj": None, "schedule": None,
             "message": result.message,
         }
-        if _verified(result):
-            entry["latency_cycles"] = result.metrics.latency_cycles
-            entry["energy_pj"] = result.metrics.energy.total_pj
-            if where is not None:
+        metrics = _verified(result)
+        if metrics is not None:
+            entry["latency_cycles"] = metrics.latency_cycles
+            entry["energy_pj"] = metrics.energy.total_pj
+            if where is not None and result.schedule is not None:
                 path = where / f"point_{len(sweep)}.json"
                 save_schedule(result.schedule, path)
                 entry["schedule"] = str(path)
@@ -98,10 +102,11 @@ def pareto_front(
     frugal = run("energy optimum", Objective.ENERGY, instance.runtime_limit_cycles)
     front_file = {"instance": instance.name, "objective_x": "latency", "objective_y": "energy",
                   "backend": backend, "time_limit_s": time_limit, "points": [], "sweep": sweep}
-    if not _verified(fast) or not _verified(frugal):
+    fastest, cheapest = _verified(fast), _verified(frugal)
+    if fastest is None or cheapest is None:
         # No extreme point, no range to sweep: an empty front, with each solve's reason.
         return front_file
-    low, high = fast.metrics.latency_cycles, frugal.metrics.latency_cycles
+    low, high = fastest.latency_cycles, cheapest.latency_cycles
     caps = sorted({low + (high - low) * k // (points - 1) for k in range(points - 1)}) if high > low else []
     for cap in caps:
         run(f"energy, latency <= {cap}", Objective.ENERGY, cap)
@@ -114,10 +119,11 @@ def pareto_front(
     return {**front_file, "points": front}
 
 
-def _verified(result: Result) -> bool:
-    """Whether ``result`` holds a schedule the evaluator accepts."""
-    return result.metrics is not None and result.metrics.feasible and result.status in (
+def _verified(result: Result) -> Metrics | None:
+    """The evaluator's metrics of ``result``'s schedule if the evaluator accepts it, else ``None``."""
+    ok = result.metrics is not None and result.metrics.feasible and result.status in (
         Status.OPTIMAL, Status.FEASIBLE)
+    return result.metrics if ok else None
 
 
 def _energy_bound_at(latency: int, sweep: list[dict[str, Any]]) -> int | float | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from matplotlib.ticker import MaxNLocator
 
@@ -22,6 +22,11 @@ from monet_ilp.batch.job import canonical_json
 from monet_ilp.batch.summary import is_solved, time_of
 from monet_ilp.plot import new_figure, unit_axis
 from monet_ilp.results import non_dominated
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.figure import Figure
 
 __all__ = ["gap_histogram_figure", "instance_group", "pareto_front", "pareto_front_figure",
            "plot_gap_histogram", "plot_pareto_front", "plot_results", "plot_time_to_solve",
@@ -32,25 +37,25 @@ _SOLVER_PARAMS = ("backend", "label", "options", "objective", "alpha", "runtime_
                   "time_limit", "workers", "plugins")
 
 
-def _figure(width: float = 8.0, height: float = 4.2):
+def _figure(width: float = 8.0, height: float = 4.2) -> Figure:
     return new_figure(width, height)
 
 
-def _legend_outside(ax, **kwargs) -> None:
+def _legend_outside(ax: Axes) -> None:
     """The legend to the right of the axes (constrained layout makes room), never over data."""
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0, frameon=False,
-                  fontsize="small", **kwargs)
+                  fontsize="small")
 
 
-def _integer_counts(axis) -> None:
+def _integer_counts(axis: Axis) -> None:
     """Ticks at whole numbers only: the axis counts records."""
     axis.set_major_locator(MaxNLocator(integer=True))
 
 
 def _label(record: Mapping[str, Any]) -> str:
     params = record.get("params", {})
-    return params.get("label") or params.get("backend", "?")
+    return str(params.get("label") or params.get("backend", "?"))
 
 
 def _by_label(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
@@ -60,7 +65,7 @@ def _by_label(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[st
     return out
 
 
-def time_to_solve_figure(records: Iterable[Mapping[str, Any]]):
+def time_to_solve_figure(records: Iterable[Mapping[str, Any]]) -> Figure:
     """Instances solved (verified schedule) within t seconds, against t, one curve per backend."""
     fig = _figure()
     ax = fig.add_subplot()
@@ -87,7 +92,7 @@ def plot_time_to_solve(records: Iterable[Mapping[str, Any]], path: str | Path) -
     return _save(time_to_solve_figure(records), path)
 
 
-def gap_histogram_figure(records: Iterable[Mapping[str, Any]], bins: int = 20):
+def gap_histogram_figure(records: Iterable[Mapping[str, Any]], bins: int = 20) -> Figure:
     """Histogram of the relative gap (in %) of the solved records that have a bound, per backend.
 
     When every gap is 0 the histogram has one bin: a single bar at 0 (stacked by
@@ -139,7 +144,7 @@ def pareto_front(points: Iterable[tuple[float, float]]) -> list[tuple[float, flo
     return non_dominated(set(points), keep_equal=False)
 
 
-def pareto_front_figure(records: Iterable[Mapping[str, Any]], title: str = ""):
+def pareto_front_figure(records: Iterable[Mapping[str, Any]], title: str = "") -> Figure:
     """Latency against energy of the verified schedules of one instance, and their front.
 
     Both axes are in the unit that keeps tick labels short (named in the labels).
@@ -203,7 +208,7 @@ def plot_results(records: Iterable[Mapping[str, Any]], out_dir: str | Path, *,
     return written
 
 
-def _save(fig, path: str | Path) -> Path:
+def _save(fig: Figure, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

@@ -169,7 +169,7 @@ class ResultsLog:
     def __enter__(self) -> Self:
         return self.open()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def _lock(self) -> None:
