@@ -29,7 +29,13 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any, Mapping
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from monet_ilp.batch.worker import forked_main
+
+if TYPE_CHECKING:
+    from multiprocessing.context import ForkServerContext
 
 __all__ = ["DEFAULT_BUILD_TIMEOUT", "DEFAULT_GRACE", "PRELOAD", "Cancelled", "execute"]
 
@@ -49,11 +55,15 @@ _preload_lock = threading.Lock()
 _preloaded = False
 
 
+#: A worker's message: its event (``"solving"``, ``"result"``) and what it says.
+Message = tuple[str | None, dict[str, Any]]
+
+
 class Cancelled(Exception):
     """The batch was interrupted while this job ran; its process was killed and nothing is recorded."""
 
 
-def _killpg(pid: int | None, fallback) -> None:
+def _killpg(pid: int | None, fallback: Callable[[], object]) -> None:
     """Kill a worker and everything it started (it leads its own session)."""
     try:
         if pid is not None and hasattr(os, "killpg"):
@@ -79,7 +89,7 @@ def _tail(path: str) -> str:
     return " | ".join(lines[-5:])
 
 
-def _fork_context():
+def _fork_context() -> ForkServerContext | None:
     """The preloaded forkserver context, or ``None`` where this process cannot use one."""
     global _preloaded
     if os.name != "posix" or multiprocessing.current_process().daemon:
@@ -99,9 +109,7 @@ def _fork_context():
 class _Forked:
     """A worker forked from the fork server; messages come over a pipe."""
 
-    def __init__(self, ctx, payload: Mapping[str, Any], log_path: str):
-        from monet_ilp.batch.worker import forked_main
-
+    def __init__(self, ctx: ForkServerContext, payload: Mapping[str, Any], log_path: str) -> None:
         self.results, results_w = ctx.Pipe(duplex=False)
         lifeline_r, self.lifeline = ctx.Pipe(duplex=False)  # its end tells the worker this process died
         self.proc = ctx.Process(target=forked_main, args=(dict(payload), results_w, lifeline_r, log_path),
@@ -110,14 +118,15 @@ class _Forked:
         results_w.close()
         lifeline_r.close()
 
-    def next(self, timeout: float):
+    def next(self, timeout: float) -> Message | None:
         """A message, ``None`` at the end of the stream, or ``queue.Empty`` past ``timeout``."""
         ready = multiprocessing.connection.wait([self.results, self.proc.sentinel], timeout=max(0.0, timeout))
         if not ready:
             raise queue.Empty
         if self.results.poll(0):
             try:
-                return self.results.recv()
+                message: Message = self.results.recv()
+                return message
             except (EOFError, OSError):
                 return None
         return None  # the process ended without a word
@@ -140,35 +149,37 @@ class _Forked:
 class _Spawned:
     """A worker in a fresh interpreter (``python -m monet_ilp.batch.worker``); messages are JSON lines."""
 
-    def __init__(self, payload: Mapping[str, Any], log_path: str, python: str | None):
-        self.log = open(log_path, "ab")
-        self.proc = subprocess.Popen(
-            [python or sys.executable, "-m", "monet_ilp.batch.worker"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, close_fds=True,
-            start_new_session=os.name == "posix",
-        )
-        self.lines: queue.Queue = queue.Queue()
+    def __init__(self, payload: Mapping[str, Any], log_path: str, python: str | None) -> None:
+        with open(log_path, "ab") as log:  # the worker writes to its own copy of the descriptor
+            self.proc = subprocess.Popen(
+                [python or sys.executable, "-m", "monet_ilp.batch.worker"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, close_fds=True,
+                start_new_session=os.name == "posix",
+            )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
+        self.lines: queue.Queue[bytes | None] = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         # stdin stays open: its end is how the worker learns that this process died
-        self.proc.stdin.write((json.dumps(payload) + "\n").encode())
-        self.proc.stdin.flush()
+        self.stdin.write((json.dumps(payload) + "\n").encode())
+        self.stdin.flush()
 
     def _read(self) -> None:
         try:
-            for line in self.proc.stdout:
+            for line in self.stdout:
                 self.lines.put(line)
         except (OSError, ValueError):
             pass
         self.lines.put(None)
 
-    def next(self, timeout: float):
+    def next(self, timeout: float) -> Message | None:
         while True:
             line = self.lines.get(timeout=max(0.0, timeout))
             if line is None:
                 return None
             try:
-                message = json.loads(line)
+                message: dict[str, Any] = json.loads(line)
             except ValueError:
                 continue
             event = message.pop("event", None)
@@ -179,7 +190,7 @@ class _Spawned:
 
     def finish(self) -> int | None:
         try:
-            self.proc.stdin.close()
+            self.stdin.close()
         except OSError:
             pass
         try:
@@ -188,9 +199,9 @@ class _Spawned:
             self.kill()
             self.proc.wait()
         self.reader.join(timeout=5)
-        self.proc.stdout.close()
-        self.log.close()
-        return self.proc.returncode
+        self.stdout.close()
+        code: int | None = self.proc.returncode
+        return code
 
 
 # ================================================================= execute

@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import datetime as _dt
+import logging
 import os
 import threading
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.batch.isolation import DEFAULT_BUILD_TIMEOUT, DEFAULT_GRACE, Cancelled, execute
 from monet_ilp.batch.job import RECORD_FORMAT, RECORD_VERSION, Job
 from monet_ilp.batch.results import ResultsLog
 from monet_ilp.errors import MonetError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from distributed import Future
 
 __all__ = ["FAILED_STATUSES", "BatchReport", "Observer", "make_record", "parse_scheduler", "run_batch"]
 
@@ -79,7 +85,7 @@ class BatchReport:
     addresses: list[str] = field(default_factory=list)
 
 
-def parse_scheduler(text: str | None) -> tuple[str, Any]:
+def parse_scheduler(text: str | None) -> tuple[str, int | str | None]:
     """``None`` -> ("pool", None); ``local:N`` -> ("local", N); ``tcp://HOST:PORT`` -> ("tcp", address)."""
     if text is None:
         return "pool", None
@@ -123,7 +129,7 @@ def make_record(job: Job, outcome: Mapping[str, Any], executor: str) -> dict[str
         "elapsed_s": outcome.get("elapsed_s"),
         "host": outcome.get("host"),
         "executor": executor,
-        "finished_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "finished_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         "stats": get("stats", {}),
     }
 
@@ -150,7 +156,7 @@ class _LocalPool:
             with self._lock:
                 self.running -= 1
 
-    def results(self, jobs: Sequence[Job]) -> Iterator[tuple[Job, dict[str, Any]]]:
+    def results(self, jobs: Sequence[Job]) -> Iterator[tuple[Job | None, dict[str, Any]]]:
         futures = {self.pool.submit(self._run, job.payload()): job for job in jobs}
         pending = set(futures)
         while pending:
@@ -172,18 +178,16 @@ class _LocalPool:
 class _DaskPool:
     """Jobs as tasks of a Dask cluster (a LocalCluster started here, or a running scheduler)."""
 
-    def __init__(self, kind: str, arg: Any, grace: float, build_timeout: float):
-        import logging
-
+    def __init__(self, kind: str, arg: int | str | None, grace: float, build_timeout: float) -> None:
         try:
-            from dask.distributed import Client, LocalCluster
+            from dask.distributed import Client, LocalCluster  # heavy: loaded only with --scheduler
         except ImportError:  # pragma: no cover  (a declared dependency)
             raise MonetError("dask.distributed is not installed", field="--scheduler",
                              fix='pip install "dask[distributed]"') from None
         self.grace, self.build_timeout = grace, build_timeout
-        self.cluster = None
+        self.cluster: LocalCluster | None = None
         if kind == "local":
-            import dask
+            import dask  # heavy: loaded only with --scheduler
 
             # Non-daemonic workers may fork job processes from the preloaded fork server,
             # exactly as the local pool does (daemonic ones start a fresh interpreter per job).
@@ -200,12 +204,12 @@ class _DaskPool:
                 raise MonetError(f"cannot reach the Dask scheduler at {arg} ({err})", field="--scheduler",
                                  fix="start it (dask scheduler), or check the address") from None
             self.name = f"dask:{arg}"
-        self.futures: list = []
+        self.futures: list[Future[dict[str, Any]]] = []
 
     def results(self, jobs: Sequence[Job]) -> Iterator[tuple[Job, dict[str, Any]]]:
-        from dask.distributed import as_completed
+        from dask.distributed import as_completed  # heavy: loaded only with --scheduler
 
-        by_key = {}
+        by_key: dict[object, Job] = {}  # by the future's Dask key
         for job in jobs:
             future = self.client.submit(execute, job.payload(), grace=self.grace,
                                         build_timeout=self.build_timeout, pure=False, retries=0,
@@ -221,7 +225,7 @@ class _DaskPool:
 
     def running_now(self, remaining: int) -> int:
         try:
-            slots = sum(self.client.nthreads().values())
+            slots: int = sum(self.client.nthreads().values())
         except Exception:  # noqa: BLE001  (only for the progress bar)
             slots = 1
         return min(remaining, slots)
@@ -236,7 +240,7 @@ class _DaskPool:
                 self.cluster.close()
 
 
-def _outcome_of(future) -> dict[str, Any]:
+def _outcome_of(future: cf.Future[dict[str, Any]] | Future[dict[str, Any]]) -> dict[str, Any]:
     """A future's outcome; an exception of the executor itself becomes an ``error`` verdict."""
     try:
         return future.result()
@@ -311,7 +315,7 @@ def run_batch(
             report.elapsed_s = time.monotonic() - start
             return report
         if kind == "pool":
-            executor: Any = _LocalPool(max(1, workers or os.cpu_count() or 1), grace, build_timeout)
+            executor: _LocalPool | _DaskPool = _LocalPool(max(1, workers or os.cpu_count() or 1), grace, build_timeout)
         else:
             executor = _DaskPool(kind, arg, grace, build_timeout)
         done = failed = 0

@@ -21,9 +21,13 @@ import os
 import signal
 import sys
 import threading
+from typing import IO, TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 
-def _watch_parent(stream) -> None:
+def _watch_parent(stream: IO[bytes]) -> None:
     """Kill this process group once the parent's end of stdin closes (the parent died)."""
     try:
         while stream.read(65536):
@@ -33,7 +37,7 @@ def _watch_parent(stream) -> None:
     _watch_parent_gone()
 
 
-def _watch_lifeline(lifeline) -> None:
+def _watch_lifeline(lifeline: Connection) -> None:
     try:
         lifeline.recv()
     except (EOFError, OSError):
@@ -50,7 +54,7 @@ def _watch_parent_gone() -> None:
     os._exit(3)
 
 
-def forked_main(payload: dict, results, lifeline, log_path: str) -> None:
+def forked_main(payload: dict[str, Any], results: Connection, lifeline: Connection, log_path: str) -> None:
     """Entry of a worker forked from the fork server (see :mod:`monet_ilp.batch.isolation`)."""
     os.setsid()
     log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
@@ -58,7 +62,9 @@ def forked_main(payload: dict, results, lifeline, log_path: str) -> None:
     os.dup2(log, 2)
     os.close(log)
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
-    from monet_ilp.batch.job import run_job
+    from monet_ilp.batch.job import (
+        run_job,  # heavy (the solver stack), and only once output is redirected
+    )
 
     outcome = run_job(payload, on_solving=lambda known: results.send(("solving", known)))
     results.send(("result", outcome))
@@ -77,11 +83,13 @@ def main() -> None:
     payload = json.loads(line)
     threading.Thread(target=_watch_parent, args=(sys.stdin.buffer,), daemon=True).start()
 
-    def emit(message: dict) -> None:
+    def emit(message: dict[str, Any]) -> None:
         protocol.write(json.dumps(message, separators=(",", ":")) + "\n")
         protocol.flush()
 
-    from monet_ilp.batch.job import run_job
+    from monet_ilp.batch.job import (
+        run_job,  # heavy (the solver stack), and only once output is redirected
+    )
 
     outcome = run_job(payload, on_solving=lambda known: emit({"event": "solving", **known}))
     emit({"event": "result", **outcome})
