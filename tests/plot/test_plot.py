@@ -7,13 +7,16 @@ import struct
 import subprocess
 import sys
 from dataclasses import replace
+from itertools import pairwise
 
 import pytest
 from matplotlib.colors import to_rgba
 
 from monet_ilp import plot
+from monet_ilp.cli import main
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.evaluate import evaluate
+from monet_ilp.ga.nsga2 import run_ga
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance
@@ -131,7 +134,7 @@ def test_gantt_p2_transfers_coloured_by_direction(p2, tmp_path):
     assert lane_labels(fig) == [inst.cores[0].id] + [l.id for l in inst.links]  # every link is busy
     link_lane = 1
     colors = {tuple(to_rgba(c)) for coll in axes_by_gid(fig, "gantt").collections
-              for c, b in zip(coll.get_facecolors(), bars(coll)) if b[2] == link_lane}
+              for c, b in zip(coll.get_facecolors(), bars(coll), strict=True) if b[2] == link_lane}
     kinds = {plot.transfer_direction(inst, t.src, t.dst) for t in schedule.transfers}
     assert kinds == {"offload", "prefetch"}
     assert colors == {to_rgba(plot.TRANSFER_COLORS[k]) for k in kinds}
@@ -148,7 +151,7 @@ def test_gantt_multicore_lanes_and_recompute_by_start_time(p3, tmp_path):
     late = replace(first, instance=0, start=schedule.makespan, end=end)
     copy = Transfer(start=10, end=20, tensor="input", src="pe_0.sram", dst="pe_1.sram", link="noc_0_1")
     transfers = (*schedule.transfers, copy)
-    crafted = Schedule(tuple([late, *ops]), transfers, schedule.frees, schedule.pinned)
+    crafted = Schedule((late, *ops), transfers, schedule.frees, schedule.pinned)
     fig = plot.gantt(inst, crafted)
     gantt_ax = axes_by_gid(fig, "gantt")
     lane = {name: i for i, name in enumerate(lane_labels(fig))}
@@ -281,7 +284,7 @@ def test_read_front_rejects_what_is_not_in_the_format(change, field, tmp_path):
 # ----------------------------------------------------------------------- CLI
 def run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "monet_ilp", "plot", *args], capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, check=False)
 
 
 def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> None:
@@ -315,8 +318,6 @@ def test_cli_missing_file_exits_2(p3, tmp_path):
 
 def test_cli_malformed_input_and_bad_output_exit_2(p3, tmp_path, capsys):
     # In process (same entry point as the installed command) to keep the file fast.
-    from monet_ilp.cli import main
-
     inst, schedule = p3
     inst.save(tmp_path / "inst.json")
     save_schedule(schedule, tmp_path / "sched.json")
@@ -349,16 +350,12 @@ def tiny_p3():
 
 @pytest.fixture(scope="module")
 def ga_result():
-    from monet_ilp.ga.nsga2 import run_ga
-
     result = run_ga(tiny_p3(), seed=1, generations=3, population=8)
     assert result["points"] and all(p["feasible"] for p in result["points"])
     return result
 
 
 def test_cli_plots_a_ga_result(ga_result, tmp_path, capsys):
-    from monet_ilp.cli import main
-
     (tmp_path / "ga.json").write_text(json.dumps(ga_result))
     main(["plot", "pareto", str(tmp_path / "ga.json"), "-o", str(tmp_path / "front.png")])
     assert "wrote" in capsys.readouterr().err
@@ -367,7 +364,7 @@ def test_cli_plots_a_ga_result(ga_result, tmp_path, capsys):
     ax = axes_by_gid(fig, "pareto")
     (front_line,) = [line for line in ax.get_lines() if line.get_gid() == "front"]
     points = sorted((p["latency_cycles"], p["energy_pj"]) for p in ga_result["points"])
-    assert list(zip(front_line.get_xdata(), front_line.get_ydata())) == points
+    assert list(zip(front_line.get_xdata(), front_line.get_ydata(), strict=True)) == points
     assert not [c for c in ax.collections if c.get_gid() in ("infeasible", "energy_bounds")]
     n = len(points)
     assert fig.get_suptitle() == f"{ga_result['instance']} (GA): {n} non-dominated of {n} points"
@@ -392,7 +389,7 @@ def test_infeasible_ga_points_are_crosses_off_the_front(ga_result):
     ax = axes_by_gid(fig, "pareto")
     assert not [line for line in ax.get_lines() if line.get_gid() == "front"]
     assert fig.get_suptitle().endswith("(GA): no feasible point, 1 infeasible")
-    assert [t.get_text() for t in ax.texts if t.get_gid() == "note"][0].startswith("no feasible point")
+    assert next(t.get_text() for t in ax.texts if t.get_gid() == "note").startswith("no feasible point")
 
 
 def test_read_front_of_a_ga_result(ga_result):
@@ -405,8 +402,6 @@ def test_read_front_of_a_ga_result(ga_result):
 
 
 def test_errors_never_echo_a_whole_value(ga_result, tmp_path, capsys):
-    from monet_ilp.cli import main
-
     # The first-hour mistake: a GA point's inline schedule in a file without the GA format.
     front = {"instance": "x", "points": [{**ga_result["points"][0]}]}
     (tmp_path / "front.json").write_text(json.dumps(front))
@@ -453,7 +448,7 @@ def assert_readable(axis, renderer, unit: str, longest: int = 6) -> None:
     boxes = [t.get_window_extent(renderer) for t in labels]
     horizontal = axis.axis_name == "x"
     spans = sorted((b.x0, b.x1) if horizontal else (b.y0, b.y1) for b in boxes)
-    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), [t.get_text() for t in labels]
+    assert all(a[1] <= b[0] for a, b in pairwise(spans)), [t.get_text() for t in labels]
 
 
 def data_points_px(ax):
@@ -518,12 +513,12 @@ def test_gantt_time_axis_memory_panels_and_lanes(p2):
     # Lane labels are one per lane, stacked without overlap.
     lanes = sorted((b.y0, b.y1) for b in (t.get_window_extent(renderer) for t in tick_labels(
         axes_by_gid(fig, "gantt").yaxis)))
-    assert len(lanes) == len(lane_labels(fig)) and all(a[1] <= b[0] for a, b in zip(lanes, lanes[1:]))
+    assert len(lanes) == len(lane_labels(fig)) and all(a[1] <= b[0] for a, b in pairwise(lanes))
 
 
 def test_gantt_explains_memories_that_hold_nothing(p3):
     inst, schedule = p3
-    notes = lambda fig, memory: [t.get_text() for t in axes_by_gid(fig, f"memory:{memory}").texts  # noqa: E731
+    notes = lambda fig, memory: [t.get_text() for t in axes_by_gid(fig, f"memory:{memory}").texts
                                  if t.get_gid() == "empty_note"]
     # Store-all runs everything on pe_0: pe_1 is idle and its SRAM unused.
     fig = plot.gantt(inst, schedule)
