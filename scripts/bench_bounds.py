@@ -31,9 +31,9 @@ from monet_ilp.solve import solve
 
 
 def instances(quick: bool):
-    e21 = lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=1)  # noqa: E731
-    e22 = lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=2)  # noqa: E731
-    quad = lambda: preset("hetero_quad")  # noqa: E731
+    e21 = lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=1)
+    e22 = lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=2)
+    quad = lambda: preset("hetero_quad")
     yield "mlp_d4", zoo.mlp(depth=4), e21, {}
     yield "mlp_d4", zoo.mlp(depth=4), quad, {}
     if quick:

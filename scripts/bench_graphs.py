@@ -15,7 +15,7 @@ import time
 from rich.console import Console
 from rich.table import Table
 
-from monet_ilp.graph import summarize, zoo
+from monet_ilp.graph import from_onnx, summarize, zoo
 
 MODELS = [
     ("mlp", {}),
@@ -32,8 +32,6 @@ def measure(name: str, params: dict, granularity: str, optimizer: str) -> dict:
     start = time.perf_counter()
     model = zoo.onnx_model(name, **params)
     built = time.perf_counter()
-    from monet_ilp.graph import from_onnx
-
     graph = from_onnx(model, granularity=granularity, optimizer=optimizer, name=name)
     imported = time.perf_counter()
     s = summarize(graph)

@@ -34,6 +34,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
+
+from monet_ilp.graph import zoo
 
 # Targets of the fidelity issue: forward+backward FLOPs within 2 %, saved bytes within 10 %.
 FLOP_TOL = 0.02
@@ -43,9 +46,9 @@ MODELS = ("mlp", "resnet18", "gpt2_tiny")
 GRANULARITIES = ("layer", "op")
 
 # Model hyper-parameters (zoo defaults / presets, notes/arch_spec.md).
-MLP_CFG = dict(depth=4, width=256, batch=64, in_features=784, classes=10)
-RESNET_CFG = dict(batch=4, classes=10, image=32)
-GPT2_TINY_CFG = dict(n_layer=2, d_model=128, n_head=4, seq=64, vocab=512, batch=4)
+MLP_CFG = {"depth": 4, "width": 256, "batch": 64, "in_features": 784, "classes": 10}
+RESNET_CFG = {"batch": 4, "classes": 10, "image": 32}
+GPT2_TINY_CFG = {"n_layer": 2, "d_model": 128, "n_head": 4, "seq": 64, "vocab": 512, "batch": 4}
 
 # Arguments of the zoo builders for each model (granularity is added per call).
 ZOO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -241,8 +244,6 @@ def _storage_key(t: torch.Tensor) -> tuple[int, int]:
 
 def measure_torch_case(case: TorchCase) -> TorchMeasure:
     """One training step of ``case``: FLOPs (whole step) and saved activation bytes."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     model = case.model
     model.zero_grad(set_to_none=True)
     persistent = {
@@ -336,7 +337,7 @@ def _saved_holders(loss: torch.Tensor, unpacked_by: list[int]) -> dict[int, list
             del unpacked_by[:]
             try:
                 getattr(node, attr)
-            except Exception:  # noqa: BLE001 - some saved fields cannot be read back
+            except Exception:  # noqa: BLE001, S112  (some saved fields cannot be read back)
                 continue
             for i in unpacked_by:
                 holders[i].append(f"{name}.{attr.removeprefix('_saved_')}")
@@ -344,7 +345,7 @@ def _saved_holders(loss: torch.Tensor, unpacked_by: list[int]) -> dict[int, list
     return dict(holders)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def measure_torch(name: str) -> TorchMeasure:
     """Torch measurement of model ``name`` (cached: each model runs once per process)."""
     return measure_torch_case(make_torch_case(name))
@@ -372,8 +373,6 @@ class OurMeasure:
 
 def build_graph(name: str, granularity: str = "layer"):
     """Our zoo graph of model ``name`` at ``granularity``."""
-    from monet_ilp.graph import zoo
-
     builder, kwargs = ZOO_CALLS[name]
     return getattr(zoo, builder)(**kwargs, granularity=granularity)
 
@@ -394,7 +393,7 @@ def measure_graph(graph, name: str = "", granularity: str = "") -> OurMeasure:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def measure_ours(name: str, granularity: str = "layer") -> OurMeasure:
     return measure_graph(build_graph(name, granularity), name, granularity)
 
