@@ -10,18 +10,25 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from monet_ilp.errors import MonetError
+from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.evaluate import evaluate
+from monet_ilp.graph.ir import read_json
+from monet_ilp.heuristics.decisions import FORMAT_NAME as DECISIONS_FORMAT
+from monet_ilp.heuristics.decisions import decisions_from_dict, decode
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems import registry
 from monet_ilp.problems.registry import Backend, BackendSpec
-from monet_ilp.results import GAP_TOLERANCE, BackendResult, Result, Status, gap_of
-from monet_ilp.schedule import Schedule, Sequence, stamped
+from monet_ilp.results import GA_FORMAT, GAP_TOLERANCE, BackendResult, Result, Status, gap_of
+from monet_ilp.schedule import FORMAT_NAME as SCHEDULE_FORMAT
+from monet_ilp.schedule import Schedule, Sequence, check_made_for, schedule_from_dict, stamped
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["GAP_TOLERANCE", "Backend", "BackendResult", "Result", "Status", "backends", "check_limits",
-           "gap_of", "register_backend", "solve"]
+           "gap_of", "load_hint", "register_backend", "solve"]
 
 
 def register_backend(name: str, loader: Callable[[], Backend], *, heuristic: bool = False,
@@ -122,3 +129,58 @@ def check_limits(time_limit: float | None, workers: int | None) -> None:
     if workers is not None and (isinstance(workers, bool) or int(workers) != workers or workers < 1):
         raise MonetError(f"workers {workers!r} is not a positive whole number", field="workers",
                          fix="give 1 or more solver threads, e.g. 2")
+
+
+def load_hint(path: str | Path, instance: Instance) -> Schedule | Sequence:
+    """A warm start for ``instance`` from ``path``: a schedule, a GA result or decisions.
+
+    * a schedule file (``"format": "monet-ilp/schedule"``) as it is;
+    * a GA result (``"monet-ilp/ga"``): the schedule of its point that the evaluator
+      accepts with the best value of the instance's objective;
+    * decisions (``"monet-ilp/decisions"``): checked against the instance and decoded.
+
+    Raises
+    ------
+    MonetError
+        Another format, a GA result without a feasible point for this instance, or
+        decisions that name something the instance does not have.
+    """
+    data = read_json(path)
+    kind = data.get("format") if isinstance(data, dict) else None
+    if kind == SCHEDULE_FORMAT:
+        schedule = schedule_from_dict(data, source=str(path))
+        check_made_for(schedule, instance, source=str(path))
+        return schedule
+    if kind == DECISIONS_FORMAT:
+        return decode(instance, decisions_from_dict(data, source=str(path), instance=instance))
+    if kind == GA_FORMAT:
+        return _best_point(data, instance, str(path))
+    raise InputFormatError(f"not a schedule, GA result or decisions file (format {kind!r})",
+                           file=str(path), field="format",
+                           fix=f'give a file whose "format" is "{SCHEDULE_FORMAT}", "{GA_FORMAT}" or '
+                               f'"{DECISIONS_FORMAT}"')
+
+
+def _best_point(data: dict[str, Any], instance: Instance, source: str) -> Schedule | Sequence:
+    """The GA point whose schedule the evaluator accepts with the best objective value."""
+    best, best_value = None, None
+    points = data.get("points")
+    if not isinstance(points, list):
+        raise InputFormatError("a GA result needs a list of points", file=source, field="points",
+                               fix="pass the file written by `monet-ilp ga --out`")
+    for k, point in enumerate(points):
+        try:
+            schedule = schedule_from_dict(point["schedule"], source=source)
+        except (KeyError, TypeError):
+            raise InputFormatError(f"point {k} has no schedule", file=source,
+                                   field=f"points[{k}].schedule",
+                                   fix="pass the file written by `monet-ilp ga --out`") from None
+        check_made_for(schedule, instance, source=f"{source}: points[{k}]")
+        metrics = evaluate(instance, schedule)
+        if metrics.feasible and (best_value is None or metrics.objective_value < best_value):
+            best, best_value = schedule, metrics.objective_value
+    if best is None:
+        raise MonetError(f"no point of this GA result is feasible for instance {instance.name!r}",
+                         file=source, field="points",
+                         fix="run `monet-ilp ga` on this instance, or pass another hint")
+    return best

@@ -7,7 +7,7 @@ import io
 from rich.console import Console
 from rich.table import Table
 
-from monet_ilp.terminal import show
+from monet_ilp.cli.render import show
 from monet_ilp.units import human_bytes
 
 NUMBERS = ["41,263,731,307", "12,456,038", "7,687,888,503"]
