@@ -11,9 +11,10 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import cast
 
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.ir import DType, OpKind, Tensor, TensorKind, TrainingGraph
+from monet_ilp.graph.ir import DType, Op, OpKind, Tensor, TensorKind, TrainingGraph
 from monet_ilp.graph.node_link import node_op
 
 __all__ = ["chain_graph"]
@@ -69,7 +70,7 @@ def chain_graph(
         if isinstance(spec, int) and not isinstance(spec, bool):
             value = spec
         else:
-            lo, hi = spec
+            lo, hi = cast("tuple[int, int]", spec)  # a pair (a list from YAML too)
             value = lo + min(int(rng.random() * (hi - lo + 1)), hi - lo)
         if value < low_limit:
             raise MonetError(f"{what} = {value} must be >= {low_limit}", field=what,
@@ -82,16 +83,18 @@ def chain_graph(
     size = {v: draw(sizes, "sizes", 1) for v in names}
     cost.update(op_costs or {})
     size.update(op_sizes or {})
-    ops, tensors = [], []
+    ops: list[Op] = []
+    tensors: list[Tensor] = []
 
     def add(op_id: str, preds: list[str], *, backward: bool = False, kind: OpKind | None = None,
             graph_inputs: tuple[str, ...] = ()) -> None:
         op, tensor = node_op(op_id, cost=cost[op_id], size=size[op_id], inputs=preds, backward=backward)
         op = replace(op, inputs=graph_inputs + op.inputs, kind=kind or op.kind)
         ops.append(op)
-        tensors.append(tensor)
+        if tensor is not None:  # a size always gives an output
+            tensors.append(tensor)
 
-    x = ()
+    x: tuple[str, ...] = ()
     if input_bytes:
         tensors.append(Tensor("x", TensorKind.ACTIVATION, int(input_bytes), dtype=DType.FP32))
         x = ("x",)

@@ -468,7 +468,8 @@ def p1_data(
     )
 
 
-def _first_stages(n, preds, after, fixed_order, optimizer) -> tuple[tuple[int, int], ...]:
+def _first_stages(n: int, preds: list[list[int]], after: list[list[int]], fixed_order: bool,
+                  optimizer: list[int]) -> tuple[tuple[int, int], ...]:
     """``p1_cpsat.md`` D0: ``[ef_i, lf_i]`` from ancestor and descendant counts among the free nodes."""
     if fixed_order:
         return tuple((i, i) for i in range(n))
@@ -486,7 +487,8 @@ def _first_stages(n, preds, after, fixed_order, optimizer) -> tuple[tuple[int, i
     return tuple(stages)
 
 
-def _domains(n, consumers, first, recompute_last):
+def _domains(n: int, consumers: list[list[int]], first: tuple[tuple[int, int], ...],
+             recompute_last: int) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
     """``p1_cpsat.md`` D1, D2: the stages where a node may usefully be computed, and be
     resident at the start.
 

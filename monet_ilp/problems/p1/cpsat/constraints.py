@@ -7,15 +7,22 @@ encoding's memory, C10-C11 the interval encoding's.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.problems.p1.cpsat.variables import (
+    Expr,
     Item,
+    Lit,
     P1Vars,
     items_read,
     items_read_or_made,
     readers_of,
 )
+
+if TYPE_CHECKING:
+    from ortools.sat.python.cp_model_helper import Literal
+
+    from monet_ilp.problems.p1.data import P1Data
 
 
 def first_computation_once(v: P1Vars) -> None:
@@ -28,7 +35,7 @@ def first_computation_once(v: P1Vars) -> None:
     grid, model = v.grid, v.model
     if grid.fixed_order:
         return
-    stages: dict[int, list] = {}
+    stages: dict[int, list[Lit]] = {}
     for i, (lo, hi) in enumerate(grid.first):
         if lo == hi:
             continue
@@ -159,7 +166,7 @@ def first_computations_topological(v: P1Vars) -> None:
     if grid.fixed_order:
         return
 
-    def stage_of(i):
+    def stage_of(i: int) -> Expr:
         lo, hi = grid.first[i]
         return lo if lo == hi else sum(t * v.F(t, i) for t in range(lo, hi + 1))
 
@@ -197,10 +204,10 @@ def frees_after_last_reader(v: P1Vars) -> None:
         free = v.var[key]
         rank = grid.slot_rank[t]
         readers = set(readers_of(grid, item))
-        later = [v.Rs(t, q, j) for q, j in grid.stage_slots[t]
+        later = [v.var[("R", t, q, j)] for q, j in grid.stage_slots[t]
                  if j in readers and rank[(q, j)] > rank[(r, k)]]
         carried = v.resident_at_start(t + 1, item)
-        lits = [v.Rs(t, r, k)] + [c.Not() for c in later]
+        lits: list[Literal] = [v.var[("R", t, r, k)]] + [c.Not() for c in later]
         if not isinstance(carried, int):
             lits.append(carried.Not())
         model.add_bool_and(lits).only_enforce_if(free)
@@ -264,6 +271,6 @@ def memory_within_budget_cumulative(v: P1Vars) -> None:
     v.model.add_cumulative([p.interval for p in v.pieces], [p.demand for p in v.pieces], v.budget)
 
 
-def _size(grid, item) -> int:
+def _size(grid: P1Data, item: Item) -> int:
     kind, x = item
     return grid.size[x] if kind == "node" else grid.input_size[x]

@@ -9,6 +9,7 @@ interval and puts them in one cumulative (C10-C11).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ortools.sat.python import cp_model
 
@@ -23,6 +24,9 @@ from monet_ilp.problems.p1.cpsat.variables import (
     add_schedule_variables,
 )
 from monet_ilp.problems.p1.data import P1Data, check_max_computes
+
+if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
 
 #: The default encoding (the faster one on the benchmark in ``p1_cpsat.md``).
 DEFAULT_ENCODING = "intervals"
@@ -54,7 +58,7 @@ def build_model(
     max_computes: int | None = None,
     minimize_peak: bool = False,
     peak_bounds: tuple[int, int] | None = None,
-    deadline=None,
+    deadline: Deadline | None = None,
 ) -> P1Vars:
     """Build the CP-SAT model of ``grid``.
 
@@ -78,6 +82,7 @@ def build_model(
                          fix=f"use one of: {', '.join(MEMORY_ENCODINGS)}")
     check_max_computes(max_computes)
     model = cp_model.CpModel()
+    budget: int | cp_model.IntVar
     if minimize_peak:
         lo, hi = peak_bounds or (grid.peak_lower_bound, grid.peak_lower_bound)
         budget = model.new_int_var(lo, hi, "B")

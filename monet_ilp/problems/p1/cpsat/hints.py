@@ -9,17 +9,18 @@ also tells whether a hint fits the budget.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import OutOfTime
 from monet_ilp.errors import MonetError
 from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
-from monet_ilp.problems.p1.cpsat.variables import Item, items_read, items_read_or_made
+from monet_ilp.problems.p1.cpsat.variables import Item, Key, items_read, items_read_or_made
 from monet_ilp.schedule import Compute, Release, Sequence
 
 if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
     from monet_ilp.graph.ir import TrainingGraph
     from monet_ilp.instance import Instance
     from monet_ilp.problems.p1.data import P1Data
@@ -36,7 +37,7 @@ class Completion:
     """
 
     cells: frozenset[Cell]
-    values: Mapping[tuple, int]
+    values: Mapping[Key, int]
     cost: int
     peak: int
     source: str = ""
@@ -100,7 +101,7 @@ def _in_passes(grid: P1Data, stages: list[list[int]]) -> set[Cell]:
 
 
 def complete(grid: P1Data, cells: Iterable[Cell], *, source: str = "",
-             deadline=None) -> Completion | None:
+             deadline: Deadline | None = None) -> Completion | None:
     """The canonical assignment of a set of cells, or ``None`` if a read is never served.
 
     Useless computations are dropped (C5; recomputations outside the domains D1 are
@@ -130,7 +131,7 @@ def complete(grid: P1Data, cells: Iterable[Cell], *, source: str = "",
             break
         cells -= useless
     if grid.passes > 1:  # dropping cells may leave a pass without its reason (C12)
-        stages = [[] for _ in range(grid.n)]
+        stages: list[list[int]] = [[] for _ in range(grid.n)]
         for t, _, i in sorted(cells):
             stages[t].append(i)
         cells = _in_passes(grid, stages)
@@ -163,8 +164,9 @@ def minimal_retention(grid: P1Data, cells: set[Cell]) -> set[tuple[int, int]] | 
     return retained
 
 
-def _values(grid, cells, retained, first_stage, source, deadline=None) -> Completion:
-    values: dict[tuple, int] = {}
+def _values(grid: P1Data, cells: frozenset[Cell], retained: set[tuple[int, int]],
+            first_stage: dict[int, int], source: str, deadline: Deadline | None = None) -> Completion:
+    values: dict[Key, int] = {}
     for t, slots in enumerate(grid.stage_slots):
         for r, i in slots:
             values[("R", t, r, i)] = int((t, r, i) in cells)
@@ -237,19 +239,20 @@ def hint_from(grid: P1Data, sequence: Sequence, source: str = "hint") -> Complet
     return None if cells is None else complete(grid, cells, source=source)
 
 
-def baseline_completions(instance: Instance, grid: P1Data, deadline=None) -> list[Completion]:
+def baseline_completions(instance: Instance, grid: P1Data,
+                         deadline: Deadline | None = None) -> list[Completion]:
     """Completions of the baselines (store-all, Chen sqrt(n), Chen greedy) the model can follow.
 
     With a ``deadline`` (:class:`~monet_ilp.engines.deadline.Deadline`), the ones
     completed before it passes: the greedy search stops early, and a completion cut
     short is left out.
     """
-    makers = {
+    makers: dict[str, Callable[[Instance], Sequence]] = {
         "store_all": store_all_sequence,
         "sqrt": chen_sqrt_sequence,
         "greedy": lambda inst: chen_greedy_sequence(inst, grid.capacity_bytes, deadline=deadline),
     }
-    found = []
+    found: list[Completion] = []
     for name, make in makers.items():
         if found and deadline is not None and deadline.passed():
             break
@@ -267,7 +270,8 @@ def baseline_completions(instance: Instance, grid: P1Data, deadline=None) -> lis
     return found
 
 
-def sequence_of(graph: TrainingGraph, computations: list[str], meta: Mapping | None = None) -> Sequence:
+def sequence_of(graph: TrainingGraph, computations: list[str],
+                meta: Mapping[str, Any] | None = None) -> Sequence:
     """A Sequence running ``computations`` with every copy released right after its last reader.
 
     A copy of a non-persistent tensor lives from its producer's computation (graph
@@ -277,7 +281,9 @@ def sequence_of(graph: TrainingGraph, computations: list[str], meta: Mapping | N
     E3 memory of ``formulations/evaluator.md`` at its smallest, never more than the
     model's (``p1_cpsat.md``, "From cells to a Sequence").
     """
-    live = lambda t: not graph.tensor(t).persistent
+    def live(t: str) -> bool:
+        return not graph.tensor(t).persistent
+
     release_after: dict[int, list[str]] = {}
     last_read: dict[str, int] = {}
     born: dict[str, int] = {t.id: -1 for t in graph.tensors if not t.persistent and t.producer is None}

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from monet_ilp.problems.p1.cpsat.variables import P1Vars
+    from monet_ilp.problems.p1.cpsat.variables import Expr, P1Vars
 
 
-def total_compute_cost(v: P1Vars):
+def total_compute_cost(v: P1Vars) -> Expr:
     """O1: ``min sum_{t,r,i} c_i R[t,r,i]`` (first computations included)."""
     grid = v.grid
     cost = sum(grid.cost[key[3]] * x for key, x in v.var.items() if key[0] == "R" and grid.cost[key[3]])
@@ -20,7 +20,7 @@ def total_compute_cost(v: P1Vars):
     return cost
 
 
-def peak_memory(v: P1Vars):
+def peak_memory(v: P1Vars) -> Expr:
     """O2: ``min B`` with ``B`` a variable capacity (the minimum feasible budget)."""
     v.model.minimize(v.budget)
     return v.budget

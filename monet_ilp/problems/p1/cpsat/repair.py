@@ -11,11 +11,12 @@ recomputation at its next read, choosing the item read furthest in the future
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from monet_ilp.problems.p1.cpsat.hints import Cell, minimal_retention
 
 if TYPE_CHECKING:
+    from monet_ilp.problems.p1.cpsat.variables import Item
     from monet_ilp.problems.p1.data import P1Data
 
 
@@ -45,7 +46,8 @@ def evict_until_fits(
         if move is None:
             return None
         remove, add = move
-        cells.discard(remove)
+        if remove is not None:
+            cells.discard(remove)
         cells |= _with_closure(grid, cells, add)
     return None
 
@@ -82,7 +84,8 @@ def _with_closure(grid: P1Data, cells: set[Cell], cell: Cell) -> set[Cell]:
     return added
 
 
-def _first_overflow(grid: P1Data, cells: set[Cell], budget: int):
+def _first_overflow(grid: P1Data, cells: set[Cell], budget: int
+                    ) -> tuple[int, int, int, dict[Item, int]] | Literal["invalid"] | None:
     """``(t, r, k, live items)`` at the first computed slot over budget, or None."""
     retained = minimal_retention(grid, cells)
     if retained is None:
@@ -97,7 +100,7 @@ def _first_overflow(grid: P1Data, cells: set[Cell], budget: int):
     for t in range(grid.n):
         slots = sorted(by_stage.get(t, ()))
         rank = grid.slot_rank[t]
-        last_read: dict[tuple[str, int], int] = {}
+        last_read: dict[Item, int] = {}
         for r, j in slots:
             q = rank[(r, j)]
             for p in grid.preds[j]:
@@ -121,7 +124,8 @@ def _first_overflow(grid: P1Data, cells: set[Cell], budget: int):
     return None
 
 
-def _choose_eviction(grid: P1Data, cells: set[Cell], t: int, r: int, k: int, live: dict, *, rule: str):
+def _choose_eviction(grid: P1Data, cells: set[Cell], t: int, r: int, k: int, live: dict[Item, int],
+                     *, rule: str) -> tuple[Cell | None, Cell] | None:
     """The (cell to remove, cell to add) that evicts the live item read furthest ahead."""
     rank = grid.slot_rank
     here = rank[t][(r, k)]
@@ -132,7 +136,7 @@ def _choose_eviction(grid: P1Data, cells: set[Cell], t: int, r: int, k: int, liv
     for s, q, j in cells:
         for p in grid.preds[j]:
             reads.setdefault(p, []).append((s, rank[s][(q, j)], q))
-    best = None
+    best: tuple[tuple[object, object], Cell | None, Cell] | None = None
     for kind, i in live:
         if kind != "node" or i == k or i in grid.preds[k]:
             continue
@@ -155,7 +159,7 @@ def _choose_eviction(grid: P1Data, cells: set[Cell], t: int, r: int, k: int, liv
         if s != t and (s, i) in computed_in:
             continue
         remove = (t, own, i) if own is not None else None
-        score = {
+        score: tuple[object, object] = {
             "furthest": ((s, pos), grid.size[i]),
             "largest": (grid.size[i], (s, pos)),
             "area": (grid.size[i] * (s - t + 1), (s, pos)),

@@ -15,10 +15,17 @@ from typing import TYPE_CHECKING, Any
 from ortools.sat.python import cp_model
 
 if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
     from monet_ilp.problems.p1.data import P1Data
 
 #: A memory item: ``("node", i)`` (the outputs of node i) or ``("input", g)``.
 Item = tuple[str, int]
+#: The key of a variable: its family, then stage, pass, node or item (``("R", t, r, i)``, ...).
+Key = tuple[Any, ...]  # element types depend on the family (the first element)
+#: A literal of the model, or a constant where the domain settles it.
+Lit = cp_model.IntVar | int
+#: A linear expression over the model's variables (a sum of literals, one, or a constant).
+Expr = cp_model.LinearExpr | cp_model.IntVar | int
 
 
 @dataclass
@@ -28,10 +35,10 @@ class Piece:
     item: Item
     stage: int
     demand: int
-    start: Any
-    end: Any
-    present: Any
-    interval: Any
+    start: Lit
+    end: cp_model.IntVar
+    present: Lit
+    interval: cp_model.IntervalVar
 
 
 @dataclass
@@ -44,15 +51,15 @@ class P1Vars:
 
     model: cp_model.CpModel
     grid: P1Data
-    budget: Any
+    budget: int | cp_model.IntVar
     budget_upper: int
-    var: dict[tuple, Any] = field(default_factory=dict)
+    var: dict[Key, cp_model.IntVar] = field(default_factory=dict)
     pieces: list[Piece] = field(default_factory=list)
     #: Stage offsets on the time axis of the interval encoding: stage t is [offset[t], offset[t+1]).
     offset: list[int] = field(default_factory=list)
     #: The backend call's :class:`~monet_ilp.engines.deadline.Deadline`, checked by the
     #: builders' loops (:meth:`check`); ``None``: no limit.
-    deadline: Any = None
+    deadline: Deadline | None = None
 
     def check(self, family: str, done: int, total: int) -> None:
         """Stop building (``OutOfTime``) once the deadline has passed; report progress."""
@@ -60,32 +67,32 @@ class P1Vars:
             self.deadline.check("building the P1 CP-SAT model",
                                 lambda: f"{family}, {done:,} of {total:,}")
 
-    def R(self, t: int, i: int):
+    def R(self, t: int, i: int) -> Expr:
         """``R[t,i] = sum_r R[t,r,i]``: node i is computed in stage t (in some pass)."""
         slots = [self.var[key] for r in range(self.grid.passes) if (key := ("R", t, r, i)) in self.var]
         if not slots:
             return 0
         return slots[0] if len(slots) == 1 else sum(slots)
 
-    def Rs(self, t: int, r: int, i: int):
+    def Rs(self, t: int, r: int, i: int) -> Lit:
         """``R[t,r,i]``: node i is computed in pass r of stage t (a literal, or 0)."""
         return self.var.get(("R", t, r, i), 0)
 
-    def F(self, t: int, i: int):
+    def F(self, t: int, i: int) -> Lit:
         """``F[t,i]``: node i is computed for the first time in stage t."""
         if self.grid.first[i] == (t, t):
             return 1
         return self.var.get(("F", t, i), 0)
 
-    def S(self, t: int, i: int):
+    def S(self, t: int, i: int) -> Lit:
         """``S[t,i]``: node i's outputs are resident at the start of stage t."""
         return self.var.get(("S", t, i), 0)
 
-    def S_in(self, t: int, g: int):
+    def S_in(self, t: int, g: int) -> Lit:
         """``S^in[t,g]``: graph input g is resident at the start of stage t."""
         return self.var.get(("Sin", t, g), 0)
 
-    def resident_at_start(self, t: int, item: Item):
+    def resident_at_start(self, t: int, item: Item) -> Lit:
         kind, x = item
         return self.S(t, x) if kind == "node" else self.S_in(t, x)
 
@@ -94,7 +101,7 @@ class P1Vars:
         return self.offset[t] + self.grid.slot_rank[t][(r, k)]
 
 
-def _bool(v: P1Vars, key: tuple, fixed: int | None = None):
+def _bool(v: P1Vars, key: Key, fixed: int | None = None) -> cp_model.IntVar:
     x = v.model.new_bool_var("_".join(map(str, key)))
     if fixed is not None:
         v.model.add(x == fixed)
@@ -102,8 +109,8 @@ def _bool(v: P1Vars, key: tuple, fixed: int | None = None):
     return x
 
 
-def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget, budget_upper: int,
-                           deadline=None) -> P1Vars:
+def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget: int | cp_model.IntVar,
+                           budget_upper: int, deadline: Deadline | None = None) -> P1Vars:
     """R, F, S and S^in over their domains (``p1_cpsat.md``, D0-D3).
 
     ``budget`` is the capacity (scaled units, an int or an IntVar) and
@@ -112,7 +119,7 @@ def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget, budget
     v = P1Vars(model, grid, budget, budget_upper, deadline=deadline)
     for t, slots in enumerate(grid.stage_slots):
         v.check("compute variables (R)", t, grid.n)
-        forced: dict[int, list] = {}
+        forced: dict[int, list[cp_model.IntVar]] = {}
         for r, i in slots:
             x = _bool(v, ("R", t, r, i))
             if grid.first[i] == (t, t):
@@ -184,7 +191,7 @@ def add_retention_pieces(v: P1Vars) -> None:
     for t, slots in enumerate(grid.stage_slots):
         v.check("retention pieces (C10)", t, grid.n)
         stage_start, stage_end = v.offset[t], v.offset[t + 1]
-        own = {}
+        own: dict[int, list[int]] = {}
         for r, k in slots:
             own.setdefault(k, []).append(r)
         items: list[tuple[Item, int]] = []
@@ -201,14 +208,15 @@ def add_retention_pieces(v: P1Vars) -> None:
             starts = ([stage_start] if retained is not None else []) + [tau for _, tau in computed]
             lits = ([retained] if retained is not None else []) + [lit for lit, _ in computed]
             name = f"{kind}{x}_{t}"
+            start: Lit
+            present: Lit
             if len(starts) == 1:
                 start, present = starts[0], lits[0]
             else:
-                start = model.new_int_var_from_domain(cp_model.Domain.from_values(starts), f"start_{name}")
-                present = model.new_bool_var(f"present_{name}")
+                start = v.var[("start", t, item)] = model.new_int_var_from_domain(
+                    cp_model.Domain.from_values(starts), f"start_{name}")
+                present = v.var[("present", t, item)] = model.new_bool_var(f"present_{name}")
                 model.add(present == sum(lits))
-                v.var[("start", t, item)] = start
-                v.var[("present", t, item)] = present
             end = model.new_int_var(min(starts) + 1, stage_end, f"end_{name}")
             size = model.new_int_var(1, stage_end - min(starts), f"size_{name}")
             v.var[("end", t, item)] = end

@@ -54,9 +54,9 @@ def retained_values_were_present(model: LinearModel, data: P1Data, x: StageVaria
     most once, and only if it is there, which the relaxation would otherwise ignore
     (it frees fractions of one value at several places).
     """
-    frees: list[dict[int, list]] = []
+    frees: list[dict[int, list[Col]]] = []
     for t in range(data.n):
-        by_value: dict[int, list] = {}
+        by_value: dict[int, list[Col]] = {}
         for (e, _k), column in x.FREE[t].items():
             by_value.setdefault(e, []).append(column)
         frees.append(by_value)

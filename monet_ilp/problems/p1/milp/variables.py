@@ -11,7 +11,7 @@ MPS/LP.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -143,7 +143,7 @@ class LinearModel:
         self.row_ub.append(ub)
         self.row_name.append(name)
 
-    def value_of(self, expr: Lin, values) -> float:
+    def value_of(self, expr: Lin, values: Sequence[float]) -> float:
         return expr.const + sum(v * values[c] for c, v in expr.coef.items())
 
 
@@ -174,7 +174,7 @@ class StageVariables:
         return self.S[t].get(e, 0) if t < len(self.S) else 0
 
     def counts(self) -> dict[str, int]:
-        def n_cols(tables: Iterable[Mapping]) -> int:
+        def n_cols(tables: Iterable[Mapping[Any, Term]]) -> int:
             return sum(isinstance(v, Col) for table in tables for v in table.values())
 
         return {
