@@ -504,7 +504,7 @@ def combinatorial_bound(instance: Instance) -> int | float | None:
     B1-B5 hold for every schedule, so any backend may report it, also when it stops
     before its own solver has a bound (``formulations/time_limits.md``).
     """
-    from monet_ilp.analysis.bounds import combinatorial_bounds
+    from monet_ilp.problems.p3.bounds import combinatorial_bounds
 
     try:
         values = [b.value for b in combinatorial_bounds(instance) if b.value is not None]

@@ -1,0 +1,124 @@
+"""The combinatorial lower bounds (B1-B6 of ``formulations/bounds.md``), from the P3 data.
+
+Valid for every schedule the evaluator accepts, so any backend may report them (also
+when it stops before its own solver has a bound, ``formulations/time_limits.md``),
+and :mod:`monet_ilp.analysis.bounds` adds the solver bounds on top.  A P2 instance is
+bounded through its P3 view.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Any
+
+from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.problems.p3.data import P3Data, p3_data
+
+__all__ = ["Bound", "combinatorial_bounds"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """One lower bound: its family and name, value, the class it holds for, and its cost."""
+
+    name: str
+    family: str  # "combinatorial" | "solver"
+    value: int | float | None
+    holds_for: str
+    seconds: float = 0.0
+    detail: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @property
+    def rank(self) -> float:
+        """What bounds are compared by: the value, or minus infinity without one."""
+        return -math.inf if self.value is None else self.value
+
+
+def combinatorial_bounds(instance: Instance, objective: Objective | None = None) -> list[Bound]:
+    """The closed-form bounds (B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance."""
+    objective = objective or instance.objective
+    began = time.perf_counter()
+    p3 = dataclasses.replace(instance, problem=Problem.P3, objective=Objective.LATENCY,
+                             runtime_limit_cycles=None)
+    data = p3_data(p3)
+    path = data.critical_path_cycles()
+    cheapest = [min(list(op.cycles.values()) + list(op.pinned_cycles.values())) for op in data.ops]
+    cores = len(data.cores)
+    work = -(-sum(cheapest) // cores)
+    latency = max(path, work)
+    out = []
+    every = "every schedule"
+    if objective is Objective.LATENCY:
+        out.append(Bound("critical_path", "combinatorial", path, every, detail="fastest core per op"))
+        out.append(Bound("work", "combinatorial", work, every, detail=f"cheapest work over {cores} cores"))
+    if objective in (Objective.ENERGY, Objective.WEIGHTED):
+        runs = sum(min(list(op.energy_pj.values()) + list(op.pinned_energy_pj.values())) for op in data.ops)
+        runs = max(runs, _pinning_knapsack(data))
+        moves = 0
+        for item in data.items:
+            if item.producer is None:
+                out_of_home = [r.energy_pj for r in item.routes if r.src == data.input_home]
+                moves += min(out_of_home, default=0)
+        static = data.static_pj(latency)
+        limit = instance.runtime_limit_cycles
+        if limit is not None and limit < latency:  # B6: no schedule, the optimum is +infinity
+            out.append(Bound("runtime_limit", "combinatorial", math.inf, every,
+                             detail=f"the runtime limit {limit} is below the latency bound {latency}: "
+                                    "no schedule exists"))
+        energy = runs + moves + static
+        if objective is Objective.ENERGY:
+            out.append(Bound("cheapest_energy", "combinatorial", energy, every,
+                             detail=f"runs {runs} + input moves {moves} + static {static} pJ"))
+        else:  # each term of the weighted sum bounded on its own
+            meta, alpha = instance.meta, instance.alpha
+            value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * energy / meta["energy_ref_pj"]
+            out.append(Bound("latency_and_energy", "combinatorial", value, every,
+                             detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
+    # B4: an op that fits none of its cores (or inputs that overflow their home): no
+    # schedule at all, so the optimum is +infinity, which the bound then says.
+    reason = data.min_capacity_proof()
+    out.append(Bound("memory", "combinatorial", math.inf if reason else None, every,
+                     detail=reason.removeprefix("infeasible: ") if reason else
+                     f"every op fits somewhere (an SRAM of {data.min_sram_bytes()} bytes on every core holds any op)"))
+    seconds = time.perf_counter() - began
+    return [dataclasses.replace(b, seconds=round(seconds / max(1, len(out)), 4)) for b in out]
+
+
+def _pinning_knapsack(data: P3Data) -> int:
+    """B5: run energy when not every persistent tensor fits in the SRAMs at once.
+
+    Every op costs at least its cheapest unpinned energy minus what pinning could
+    save.  The saving ``σ_v`` of op ``v`` (cheapest unpinned minus cheapest pinned
+    energy) needs *all* its persistent reads pinned, so it is credited to them pro
+    rata to their bytes: the saving of any pin set is at most the credits of its
+    tensors.  The tensors pinned at once weigh at most the SRAMs' total capacity minus
+    the largest footprint of one op; the fractional knapsack over that room bounds the
+    total saving from above, so the result bounds the run energy from below.
+    """
+    base = 0
+    value: list[float] = [0] * len(data.persistent)
+    for op in data.ops:
+        unpinned = min(op.energy_pj.values())
+        base += unpinned
+        if op.pinned_energy_pj:
+            saving = max(0, unpinned - min(op.pinned_energy_pj.values()))
+            total = sum(data.persistent[p].bytes for p in op.persistent_reads)
+            for p in op.persistent_reads:  # pro rata: the saving needs all of them pinned
+                value[p] += saving * data.persistent[p].bytes / total if total else saving
+    srams = {data.memory_of[c] for c in data.cores}
+    room: float = max(sum(data.capacity[m] for m in srams) - data.min_sram_bytes(), 0)
+    items = sorted(((value[p.index], p.bytes) for p in data.persistent if p.pin_memories and value[p.index] > 0),
+                   key=lambda vb: vb[0] / max(vb[1], 1), reverse=True)
+    saved = 0.0
+    for v, b in items:
+        if room <= 0:
+            break
+        take = min(1.0, room / b) if b > 0 else 1.0
+        saved += v * take
+        room -= b * take
+    return base - int(saved) - (1 if saved != int(saved) else 0)
