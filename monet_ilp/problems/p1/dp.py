@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p1.data import check_p1, persistent_bytes_held
@@ -21,7 +23,7 @@ from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Sequence
 
 if TYPE_CHECKING:
-    from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.graph.ir import Op, TrainingGraph
     from monet_ilp.instance import Instance
 
 __all__ = [
@@ -42,6 +44,11 @@ _INF = 1 << 60  # "no schedule": sums of three stay below 2**63
 _NEG = -(1 << 60)  # "no computation" in peak tables
 _OPTIONS = ("max_computes", "fixed_order", "max_table_bytes")
 _FIX = "use --backend cpsat or milp"
+
+#: The DP's tables and branch columns: integer numpy arrays.
+Ints = npt.NDArray[np.int64]
+#: A state or position index, or an array of them (the branch builders work elementwise).
+Index = int | np.integer[Any] | npt.NDArray[np.integer[Any]] | npt.NDArray[np.bool_]
 
 
 # ================================================================ the chain view
@@ -98,7 +105,7 @@ def chain_of(graph: TrainingGraph) -> TrainingChain:
     n = len(ops)
     live_in = [tuple(t for t in dict.fromkeys(op.inputs) if t not in persistent) for op in ops]
     live_out = [tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent) for op in ops]
-    preds = [tuple(dict.fromkeys(producer[t] for t in ins if producer[t] is not None)) for ins in live_in]
+    preds = [tuple(dict.fromkeys(p for t in ins if (p := producer[t]) is not None)) for ins in live_in]
     graph_inputs = [tuple(t for t in ins if producer[t] is None) for ins in live_in]
 
     end = n
@@ -132,7 +139,8 @@ def chain_of(graph: TrainingGraph) -> TrainingChain:
     raise _not_chain(f"{first_reason} (forward path {ops[0].id!r}..{ops[longest - 1].id!r})")
 
 
-def _tail_reads(ops, preds, graph_inputs, length: int, end: int) -> tuple[tuple[int, ...], ...] | str:
+def _tail_reads(ops: tuple[Op, ...], preds: list[tuple[str, ...]], graph_inputs: list[tuple[str, ...]],
+                length: int, end: int) -> tuple[tuple[int, ...], ...] | str:
     """D0: the forward indices each tail op reads, or why the tail is not admissible."""
     index = {ops[j].id: j + 1 for j in range(length)}
     first = set(graph_inputs[0])
@@ -178,9 +186,16 @@ class _ChainData:
     def __init__(self, instance: Instance, chain: TrainingChain):
         graph = instance.graph
         core = instance.cores[0].id
-        cycles = lambda op: instance.cost(op, core).cycles
-        nbytes = lambda ts: sum(graph.tensor(t).bytes for t in ts)
-        live = lambda ts: tuple(t for t in dict.fromkeys(ts) if not graph.tensor(t).persistent)
+
+        def cycles(op: str) -> int:
+            return instance.cost(op, core).cycles
+
+        def nbytes(tensors: Iterable[str]) -> int:
+            return sum(graph.tensor(t).bytes for t in tensors)
+
+        def live(tensors: Iterable[str]) -> tuple[str, ...]:
+            return tuple(t for t in dict.fromkeys(tensors) if not graph.tensor(t).persistent)
+
         self.chain = chain
         L, K = len(chain.forward), len(chain.tail)
         self.L, self.K = L, K
@@ -357,11 +372,15 @@ class _ChainDP:
             self.state_s[self.by_base[s]] = s
         self._rows: dict[int, _Rows] = {}
 
-    def sid_s(self, s, p):
-        return np.asarray(s) * self.npos + self.d.pos_index[p]
+    def sid_s(self, s: Index, p: Index) -> Ints:
+        """The id of state ``S(s, p)`` (of each, elementwise)."""
+        ids: Ints = np.asarray(s) * self.npos + self.d.pos_index[p]
+        return ids
 
-    def sid_u(self, s, j):
-        return self.u_base[j] + s
+    def sid_u(self, s: Index, j: Index) -> Ints:
+        """The id of state ``U(s, j)`` (of each, elementwise)."""
+        ids: Ints = self.u_base[j] + s
+        return ids
 
     def _tick(self) -> None:
         if self.deadline is not None and time.perf_counter() > self.deadline:
@@ -409,13 +428,13 @@ class _ChainDP:
             inner_tab[s + 2:L + 2] = np.maximum.accumulate(w[s:L] + w[s + 1:L + 1])
         parts: dict[str, list[np.ndarray]] = {k: [] for k in _FIELDS + ("state", "needed", "first", "inner")}
 
-        def add(mask, **cols):
+        def add(mask: npt.NDArray[np.bool_], **cols: Index) -> None:
             n = len(mask)
             for k, v in cols.items():
                 v = np.asarray(v, dtype=np.int64)
                 parts[k].append(np.broadcast_to(v, (n,))[mask] if v.ndim == 0 else v[mask])
 
-        def expand(counts):
+        def expand(counts: Ints) -> tuple[Ints, Ints]:
             owner = np.repeat(np.arange(len(counts)), counts)
             starts = np.cumsum(counts) - counts
             return owner, np.arange(int(counts.sum())) - np.repeat(starts, counts)
@@ -475,6 +494,7 @@ class _ChainDP:
                       "direct": np.where(direct, pu, 0), "direct_to": np.where(direct, e[J], 0),
                       "w_from": p1}
             ak = self._after_keep(s, SP - 1, p1)
+            more: Index
             for child_keep in (0, 1):
                 run_local = np.maximum(with_pairs, after_pairs + child_keep * w[J - 1])
                 if child_keep == 0:
@@ -499,8 +519,8 @@ class _ChainDP:
             cols[f"local{kb}"] = np.maximum(sweep, cols[f"local{kb}"])
             cols[f"shift{kb}"] = (keep & (cols["child"] != self.zero)).astype(np.int64)
         row_state = cols.pop("state")
-        for k in ("needed", "first", "inner"):
-            del cols[k]
+        for name in ("needed", "first", "inner"):
+            del cols[name]
         return _Rows(cols, row_state, states)
 
     # ------------------------------------------------------------ least peak (D8)
@@ -653,19 +673,20 @@ def _with_releases(graph: TrainingGraph, computations: list[str]) -> tuple[Compu
 
     for i, v in enumerate(computations):
         for t in ins[v]:
-            last_use[("op", producer[t]) if producer[t] else ("input", t)] = i
+            made_by = producer[t]
+            last_use[("op", made_by) if made_by else ("input", t)] = i
         if v in current:
             close(v)
         current[v] = i
     for v in current:
         close(v)
-    for t in graph.tensors:
-        if t.producer is None and t.id not in persistent:
-            step = last_use.get(("input", t.id))
+    for tensor in graph.tensors:
+        if tensor.producer is None and tensor.id not in persistent:
+            step = last_use.get(("input", tensor.id))
             if step is None:
-                before.append(t.id)
+                before.append(tensor.id)
             else:
-                after[step].append(t.id)
+                after[step].append(tensor.id)
     steps: list[Compute | Release] = [Release(t) for t in before]
     for i, v in enumerate(computations):
         steps.append(Compute(v))
