@@ -1,48 +1,47 @@
-"""CBC through PuLP 3's ``COIN_CMD``, held to a :class:`~monet_ilp.engines.deadline.Deadline`.
+"""The CBC runner of every MILP backend, held to a :class:`~monet_ilp.engines.deadline.Deadline`.
 
-``PULP_CBC_CMD`` (the class that runs the CBC binary PuLP bundles) is deprecated in
-PuLP 3.3 and goes in 4.0, whose advice is ``pip install pulp[cbc]`` and ``COIN_CMD``.
-:class:`Cbc` is ``COIN_CMD`` on the first CBC it finds: a ``cbc`` on the ``PATH``
-(what ``pulp[cbc]`` installs), else the binary PuLP 3 still ships.  Nothing here
-constructs ``PULP_CBC_CMD``, so nothing warns.
+:func:`run_cbc` has HiGHS write the :class:`~monet_ilp.engines.milp.SparseMilp` as one
+MPS file (in C++, seconds where PuLP's writer took half a minute for a 531 683-row
+model; the LP and the MILP runs of one model share it) and runs the CBC binary on it:
+``-initialSolve`` for the LP relaxation, ``-solve`` for the MILP, with the seconds the
+deadline leaves when CBC starts (``-sec``, elapsed time).  CBC checks that limit only
+between nodes (a long root can run past it), so it is killed :data:`GRACE_S` seconds
+after the deadline; the caller then has no CBC solution and falls back on its start.
 
-CBC gets its time limit (``-sec``) when it starts, after PuLP has written the MPS
-file: the seconds the deadline has left then, not those it had when the solver was
-set up.  CBC checks that limit only between nodes (a long root can run past it), so a
-watchdog kills the process :data:`GRACE_S` seconds after the deadline; the caller
-then has no CBC solution and falls back on its start.
+The binary is the one ``pip install 'pulp[cbc]'`` puts on the ``PATH``, else the one
+PuLP 3 still ships (PuLP 3.3 deprecates its ``PULP_CBC_CMD`` for 4.0; its path is a
+class attribute, and reading it constructs nothing, so nothing warns).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import pulp
+from pulp.apis import coin_api
 
-from monet_ilp.errors import MonetError
 from monet_ilp.engines.deadline import Deadline
+from monet_ilp.engines.export import write_model
+from monet_ilp.engines.milp import SolverRun, SparseMilp, trivial_run
+from monet_ilp.errors import MonetError
 
-__all__ = ["GRACE_S", "Cbc", "CbcKilled", "CbcRun", "cbc_path", "run_cbc"]
+__all__ = ["GRACE_S", "CbcRun", "cbc_path", "run_cbc", "run_cbc_binary"]
 
-#: Seconds CBC may run past the deadline before the watchdog kills it (it was told to
-#: stop a little before: ``Deadline.wrap_up``).
+#: Seconds CBC may run past the deadline before it is killed (it was told to stop a
+#: little before: ``Deadline.wrap_up``).
 GRACE_S = 0.5
 
-
-#: Seconds per nonzero PuLP took to write the last MPS file (first guess: 10 µs).
-_PULP_MPS_SECONDS_PER_NONZERO = [1e-5]
-
-
-class CbcKilled(Exception):
-    """CBC ran past the deadline and was killed (no solution file)."""
+#: Seconds per nonzero that writing a model as MPS took last (first guess: 2 µs, a
+#: loaded 2-core machine); a write, which cannot be interrupted, is not started without
+#: that much time left.
+_MPS_SECONDS_PER_NONZERO = [2e-6]
 
 
 def cbc_path() -> str:
@@ -50,125 +49,131 @@ def cbc_path() -> str:
     found = shutil.which("cbc")
     if found:
         return found
-    from pulp.apis import coin_api
-
     # A class attribute: reading it constructs nothing, so PuLP 3 does not warn.
     bundled = getattr(getattr(coin_api, "PULP_CBC_CMD", None), "pulp_cbc_path", None)
     if bundled and os.access(bundled, os.X_OK):
-        return bundled
+        return str(bundled)
     raise MonetError("no CBC binary found", field="milp_solver",
                      fix="pip install 'pulp[cbc]' (or put cbc on the PATH), "
                          "or use milp_solver='highs'")
 
 
-class Cbc(pulp.COIN_CMD):
-    """``pulp.COIN_CMD`` whose ``-sec`` is what the deadline has left when CBC starts.
+def run_cbc(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
+            deadline: Deadline | None = None, start: Sequence[float] | None = None,
+            log: bool = False, gap_abs: float | None = None) -> SolverRun:
+    """Solve ``milp`` (its LP relaxation with ``relax``) with CBC by ``deadline``.
 
-    Parameters
-    ----------
-    deadline
-        The backend call's deadline (``None``: no limit beyond ``timeLimit``).
-    **options
-        ``COIN_CMD``'s options (``mip``, ``msg``, ``threads``, ``gapRel``, ``gapAbs``,
-        ``warmStart``, ``logPath``, ...); ``timeLimit`` caps the seconds further.
+    ``milp`` needs names (they tie CBC's solution file to the columns).  ``start`` is
+    the column values to start the MILP from (CBC's ``-mips``); ``gap_abs`` the MILP's
+    absolute gap (the relative gap is 0).  With no time left to write the model or to
+    start CBC, the run is ``limit``; a killed CBC is ``limit`` too (its solution is lost).
     """
+    deadline = deadline or Deadline(None)
+    began = time.perf_counter()
+    early = trivial_run(milp, deadline)
+    if early is not None:
+        return early
+    written = _mps_file(milp, deadline)
+    if written is None:
+        return SolverRun("limit", seconds=time.perf_counter() - began,
+                         detail="no time left to write the model for CBC")
+    mps, names = written
+    with tempfile.TemporaryDirectory(prefix="monet-cbc-run-") as tmp:
+        run_mps = Path(tmp) / "model.mps"
+        os.symlink(mps, run_mps)  # CBC writes its log and solution next to the model
+        start_file = None
+        if start is not None and not relax:
+            # CBC's solution format (what PuLP's COIN_CMD writes for a warm start); the
+            # column the file adds for the objective constant is fixed at 1.
+            values = list(start) + [1.0] * (len(names) - len(start))
+            start_file = Path(tmp) / "start.sol"
+            start_file.write_text("Stopped on time - objective value 0\n" + "".join(
+                f"{i:>7} {name} {value:>15} {0:>23}\n"
+                for i, (name, value) in enumerate(zip(names, values, strict=True))))
+        run = run_cbc_binary(run_mps, relax=relax, threads=threads, deadline=deadline,
+                             gap_abs=None if relax else gap_abs, start=start_file, log=log)
+    seconds = time.perf_counter() - began
+    if run.killed:
+        return SolverRun("limit", seconds=seconds,
+                         detail=f"stopped at the time limit (CBC killed {GRACE_S:g} s after it)")
+    return _outcome(milp, run, relax=relax, seconds=seconds)
 
-    def __init__(self, *, deadline: Deadline | None = None, **options):
-        self.deadline = deadline
-        self._cap = None
-        super().__init__(path=cbc_path(), **options)
-        # Our own folder for PuLP's temporary files: the watchdog recognises the CBC
-        # process of this solve by it, and nothing is left behind.
-        self._folder = tempfile.TemporaryDirectory(prefix="monet-cbc-")
-        self.tmpDir = self._folder.name
 
-    # PuLP reads ``self.timeLimit`` when it builds CBC's command line, after writing
-    # the model: a property makes that read return the time left at that moment.
-    @property
-    def timeLimit(self):  # noqa: N802 (PuLP's name)
-        left = None if self.deadline is None else self.deadline.solver_limit()
-        if left is None:
-            return self._cap
-        return left if self._cap is None else min(left, self._cap)
+def _mps_file(milp: SparseMilp, deadline: Deadline) -> tuple[Path, list[str]] | None:
+    """The model's MPS file and its column names, written once per model (``None``: no
+    time left to write it)."""
+    cached = milp.files.get("cbc.mps")
+    if cached is None:
+        left = deadline.left()
+        if left is not None and left < _MPS_SECONDS_PER_NONZERO[0] * milp.num_nonzeros:
+            return None
+        began = time.perf_counter()
+        folder = tempfile.TemporaryDirectory(prefix="monet-cbc-")  # removed with the model
+        mps = Path(folder.name) / "model.mps"
+        write_model(milp, mps)
+        names = milp.file_col_names()
+        if milp.num_nonzeros >= 10_000:
+            _MPS_SECONDS_PER_NONZERO[0] = (time.perf_counter() - began) / milp.num_nonzeros
+        cached = milp.files["cbc.mps"] = (folder, mps, names)
+    _, mps, names = cached
+    return mps, names
 
-    @timeLimit.setter
-    def timeLimit(self, value):  # noqa: N802
-        self._cap = value
 
-    def actualSolve(self, lp, **kwargs):  # noqa: N802 (PuLP's name)
-        if self.deadline is not None and self.deadline.passed():
-            raise CbcKilled("no time left to start CBC")
-        # PuLP writes the MPS file in Python, which cannot be interrupted: start only if
-        # the time left covers it (at the rate the last write ran), and time this one.
-        nonzeros = sum(len(c) for c in lp.constraints())
-        left = None if self.deadline is None else self.deadline.left()
-        if left is not None and left < _PULP_MPS_SECONDS_PER_NONZERO[0] * nonzeros:
-            raise CbcKilled("no time left to write the model for CBC")
-        write = lp.writeMPS
+def _outcome(milp: SparseMilp, run: CbcRun, *, relax: bool, seconds: float) -> SolverRun:
+    """What CBC's log and solution file say."""
+    result = _result_line(run.log)
+    if run.solution is None:
+        return SolverRun("error", seconds=seconds, detail=result or "CBC wrote no solution")
+    first = run.solution[0].split() if run.solution else [""]
+    column = {name: c for c, name in enumerate(milp.col_names or [])}
+    values = [0.0] * milp.num_cols
+    for line in run.solution[1:]:
+        parts = line.split()
+        if parts[:1] == ["**"]:  # CBC marks infeasible rows and columns
+            parts = parts[1:]
+        if len(parts) >= 3 and parts[1] in column:
+            values[column[parts[1]]] = float(parts[2])
+    value = milp.objective_of(values)
+    status = first[0] if first else ""
+    has_solution = status == "Optimal" or (len(first) >= 5 and first[4] == "objective")
+    if status == "Optimal" or result.startswith("optimal"):
+        return SolverRun("optimal", values, value, value, seconds, result or "optimal")
+    if status in ("Infeasible", "Integer") or "infeasible" in result:
+        return SolverRun("infeasible", seconds=seconds, detail=result or status.lower())
+    bound = _bound(run.log)
+    if has_solution and not relax:
+        return SolverRun("feasible", values, value, bound, seconds, result)
+    return SolverRun("limit", None, None, bound, seconds, result or " ".join(first))
 
-        def timed_write(*args, **kw):
-            began = time.perf_counter()
+
+def _result_line(text: str) -> str:
+    """CBC's "Result - ..." line, lower case ("optimal: ..." when it says optimal)."""
+    match = re.search(r"^Result - (.*)$", text, re.MULTILINE)
+    if not match:
+        return ""
+    line = match.group(1).strip().lower()
+    if "optimal" in line:
+        return "optimal: " + line
+    return line
+
+
+def _bound(text: str) -> float | None:
+    """The last lower bound in CBC's log."""
+    for pattern in (r"^Lower bound:\s*(-?[\d.eE+]+)", r"best possible (-?[\d.eE+]+)"):
+        found = re.findall(pattern, text, re.MULTILINE)
+        if found:
             try:
-                return write(*args, **kw)
-            finally:
-                if nonzeros >= 10_000:
-                    _PULP_MPS_SECONDS_PER_NONZERO[0] = (time.perf_counter() - began) / nonzeros
-
-        lp.writeMPS = timed_write  # this solve only: removed below
-        stop = threading.Event()
-        killed: list[int] = []
-        watchdog = None
-        if self.deadline is not None and self.deadline.limited:
-            watchdog = threading.Thread(target=self._watch, args=(stop, killed), daemon=True)
-            watchdog.start()
-        try:
-            return super().actualSolve(lp, **kwargs)
-        except pulp.PulpSolverError:
-            if killed:
-                raise CbcKilled(f"CBC ran {GRACE_S:g} s past the time limit and was killed"
-                                ) from None
-            raise
-        finally:
-            del lp.writeMPS
-            stop.set()
-            if watchdog is not None:
-                watchdog.join()
-            self._folder.cleanup()
-
-    def _watch(self, stop: threading.Event, killed: list[int]) -> None:
-        """Kill this solve's CBC process once the deadline plus :data:`GRACE_S` has passed."""
-        while not stop.wait(0.1):
-            if time.perf_counter() < self.deadline.at + GRACE_S:
-                continue
-            for pid in _children_using(self.tmpDir):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                except OSError:
-                    pass
-            if killed:
-                return
+                return float(found[-1])
+            except ValueError:
+                pass
+    return None
 
 
-def _children_using(folder: str) -> list[int]:
-    """This process's children whose command line names ``folder`` (Linux ``/proc``)."""
-    found = []
-    me = str(os.getpid())
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            stat = (entry / "stat").read_text()
-            parent = stat[stat.rindex(")") + 2:].split()[1]
-            if parent == me and folder in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                found.append(int(entry.name))
-        except (OSError, ValueError, IndexError):
-            continue
-    return found
-
-
+# ====================================================================== the binary
 @dataclass
 class CbcRun:
-    """What :func:`run_cbc` saw: CBC's log, its solution file (``None`` without one), and
-    whether the watchdog killed it."""
+    """What :func:`run_cbc_binary` saw: CBC's log, its solution file (``None`` without
+    one), and whether it was killed."""
 
     log: str
     solution: list[str] | None
@@ -176,15 +181,13 @@ class CbcRun:
     seconds: float
 
 
-def run_cbc(mps: Path, *, relax: bool, threads: int, deadline: Deadline, gap_abs: float | None,
-            start: Path | None = None, log: bool = False) -> CbcRun:
-    """Run the CBC binary on an MPS file by ``deadline`` (the P1 MILP's path, without PuLP).
+def run_cbc_binary(mps: Path, *, relax: bool, threads: int, deadline: Deadline,
+                   gap_abs: float | None, start: Path | None = None, log: bool = False) -> CbcRun:
+    """Run the CBC binary on an MPS file by ``deadline``; killed :data:`GRACE_S` s past it.
 
-    The P1 backend builds its model as arrays, and HiGHS writes them as MPS in C++ in a
-    fraction of the time PuLP takes to rebuild and write them in Python; CBC then gets
-    the seconds left (``-sec``), and is killed :data:`GRACE_S` seconds past the deadline.
     ``start`` is a CBC solution file to start from (``-mips``); ``relax`` solves the LP
-    (``-initialSolve``) instead of the MILP (``-solve``).
+    (``-initialSolve``) instead of the MILP (``-solve``).  CBC writes its log and its
+    solution next to ``mps``.
     """
     began = time.perf_counter()
     solution = mps.with_suffix(".sol")

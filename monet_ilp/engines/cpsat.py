@@ -19,12 +19,14 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
 from monet_ilp.engines import default_workers
-from monet_ilp.engines.deadline import Deadline
+
+if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
 
 __all__ = ["CpSatRun", "Hints", "configured_solver", "integer_bound", "run_cpsat"]
 
@@ -61,7 +63,7 @@ class CpSatRun:
     and the seconds ``solve`` took on this process's clock."""
 
     solver: cp_model.CpSolver
-    status: int
+    status: cp_model.CpSolverStatus
     seconds: float
 
     @property

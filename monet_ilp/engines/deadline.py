@@ -11,10 +11,14 @@ overhead a solve may add to its limit.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from monet_ilp import progress
 
-__all__ = ["Deadline", "OutOfTime"]
+__all__ = ["Deadline", "Detail", "OutOfTime"]
+
+#: How far a step got: a text, or a callable that makes it (called only when needed).
+Detail = str | Callable[[], str] | None
 
 
 class OutOfTime(Exception):
@@ -102,7 +106,7 @@ class Deadline:
             seconds = min(seconds, at_most)
         return max(seconds, 0.01)
 
-    def sub(self, share: float = 1.0, *, at_most: float | None = None) -> "Deadline":
+    def sub(self, share: float = 1.0, *, at_most: float | None = None) -> Deadline:
         """A deadline for an optional step: ``share`` of what is left, at most ``at_most`` s."""
         seconds = self.solver_limit(share, at_most=at_most)
         child = Deadline(seconds)
@@ -110,7 +114,7 @@ class Deadline:
         child._next_report = self._next_report
         return child
 
-    def check(self, step: str, detail=None) -> None:
+    def check(self, step: str, detail: Detail = None) -> None:
         """Raise :class:`OutOfTime` once the deadline has passed; report progress now and then.
 
         ``detail`` is a string or a callable returning one (called only when a report is
@@ -125,7 +129,7 @@ class Deadline:
             progress.report(f"{step}: {text}" if text else step)
 
 
-def _text(detail) -> str:
+def _text(detail: Detail) -> str:
     if detail is None:
         return ""
     return str(detail() if callable(detail) else detail)

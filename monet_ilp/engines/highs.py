@@ -1,155 +1,312 @@
-"""PuLP's HiGHS for the P2 and P3 MILPs, held to a deadline (:mod:`~monet_ilp.engines.deadline`).
+"""The HiGHS runner of every MILP backend, held to a :class:`~monet_ilp.engines.deadline.Deadline`.
 
-PuLP hands a model to HiGHS one row at a time from Python, which takes minutes for a
-large model and checks no time limit; :class:`PulpHiGHS` hands it over in one piece,
-checking the deadline as it goes, gives HiGHS the seconds left when it starts, warm
-starts it, and interrupts it from its callbacks (at the deadline, or once a solution
-the caller accepts has stood for a while).
+:func:`run_highs` hands a :class:`~monet_ilp.engines.milp.SparseMilp` to HiGHS in one
+piece (``highspy``), warm starts it, gives it the seconds the deadline leaves when it
+starts (less the wrap-up), and interrupts it from its callbacks at that moment, since
+HiGHS does not check its own limit everywhere.  ``stop_at`` interrupts it as well once
+it has found a solution the caller accepts and then nothing better for a while.
+
+HiGHS is not interrupted everywhere either: at the root of a 560 000-row model it went
+silent for five minutes, callbacks included.  With ``watch`` the run takes place in a
+child process that gets the deadline on the wall clock (its start-up counts), saves
+every improving solution and the dual bounds it sees, and is killed :data:`GRACE_S`
+seconds past the deadline; a killed run returns what it saved
+(``formulations/time_limits.md``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-import pulp
+import highspy
+import numpy as np
 
-from monet_ilp.engines.deadline import Deadline, OutOfTime
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.engines.milp import SolverRun, SparseMilp, finite_or_none, trivial_run
 
-__all__ = ["PulpHiGHS", "reset_highs_threads"]
+__all__ = ["GRACE_S", "PATIENCE_S", "child_main", "highs_lp", "reset_threads", "run_highs"]
+
+#: Seconds a watched HiGHS may overrun the deadline before it is killed (it was told to
+#: stop a little before: ``Deadline.wrap_up``; incumbents and bounds are saved as found).
+GRACE_S = 0.5
+
+#: Seconds without a better solution after which ``stop_at`` interrupts HiGHS (or a
+#: tenth of the time spent, if longer).
+PATIENCE_S = 1.0
+
+#: HiGHS's model statuses that mean "stopped before the end" (with or without a solution).
+_STOPPED = ("kTimeLimit", "kIterationLimit", "kInterrupt", "kSolutionLimit", "kObjectiveBound",
+            "kObjectiveTarget", "kMemoryLimit", "kHighsInterrupt")
+
+Report = Callable[[str, Any], None]
 
 
-class PulpHiGHS(pulp.HiGHS):
-    """PuLP's HiGHS with a warm start, the model status and MIP bound kept, and an
-    interrupt once it has found a solution for which ``stop_at(value)`` is true and then
-    nothing better for a while (``PATIENCE_S``, or a tenth of the time spent).
+def reset_threads() -> None:
+    """Start HiGHS's global scheduler afresh.
 
-    With a ``deadline``, the model is handed to HiGHS in one piece, checking the deadline
-    as it goes (PuLP adds one row at a time, minutes for a large model, with no check),
-    and HiGHS's time limit is what is left when it starts; its callbacks interrupt it
-    at the deadline too (HiGHS does not check its own limit everywhere).
+    It refuses a thread count other than the one it started with, and backends in one
+    process run HiGHS with different counts: every run resets it.
     """
-
-    PATIENCE_S = 1.0
-
-    def __init__(self, start: dict[str, float] | None = None, stop_at=None,
-                 deadline: Deadline | None = None, **kwargs: Any):
-        super().__init__(**kwargs)
-        self.start = start
-        self.stop_at = stop_at
-        self.deadline = deadline
-        self.info: dict[str, Any] = {}
-
-    def buildSolverModel(self, lp):  # noqa: N802 (PuLP's name)
-        import highspy
-        import numpy as np
-
-        step = "handing the MILP to HiGHS"
-
-        def check(detail) -> None:
-            if self.deadline is not None:
-                self.deadline.check(step, detail)
-
-        inf = highspy.kHighsInf
-        variables = lp.variables()
-        sign = -1 if lp.sense == pulp.LpMaximize else 1
-        cost, lower, upper, integer = [], [], [], []
-        for i, var in enumerate(variables):
-            var.index = i
-            cost.append(sign * lp.objective.get(var, 0.0))
-            lower.append(-inf if var.lowBound is None else var.lowBound)
-            upper.append(inf if var.upBound is None else var.upBound)
-            integer.append(var.cat == pulp.LpInteger and self.mip)
-        constraints = list(lp.constraints())
-        starts, index, value, row_lower, row_upper = [0], [], [], [], []
-        for i, constraint in enumerate(constraints):
-            if i % 1024 == 0:
-                check(lambda: f"{i:,} of {len(constraints):,} rows")
-            constraint.index = i
-            for var, coefficient in constraint.items():
-                if coefficient != 0:
-                    index.append(var.index)
-                    value.append(coefficient)
-            starts.append(len(index))
-            lb, ub = constraint.getLb(), constraint.getUb()
-            row_lower.append(-inf if lb is None else lb)
-            row_upper.append(inf if ub is None else ub)
-        model = highspy.HighsLp()
-        model.num_col_, model.num_row_ = len(variables), len(constraints)
-        model.col_cost_ = np.asarray(cost, dtype=np.float64)
-        model.col_lower_ = np.asarray(lower, dtype=np.float64)
-        model.col_upper_ = np.asarray(upper, dtype=np.float64)
-        model.row_lower_ = np.asarray(row_lower, dtype=np.float64)
-        model.row_upper_ = np.asarray(row_upper, dtype=np.float64)
-        model.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        model.a_matrix_.num_col_, model.a_matrix_.num_row_ = model.num_col_, model.num_row_
-        model.a_matrix_.start_ = np.asarray(starts, dtype=np.int32)
-        model.a_matrix_.index_ = np.asarray(index, dtype=np.int32)
-        model.a_matrix_.value_ = np.asarray(value, dtype=np.float64)
-        if any(integer):
-            kind = highspy.HighsVarType
-            model.integrality_ = [kind.kInteger if flag else kind.kContinuous for flag in integer]
-        lp.solverModel.passModel(model)
-
-    def callSolver(self, lp):  # noqa: N802 (PuLP's name)
-        import highspy
-
-        h = lp.solverModel
-        if self.deadline is not None:
-            if self.deadline.passed():
-                raise OutOfTime("handing the MILP to HiGHS", "no time left to run it")
-            left = self.deadline.solver_limit()
-            if left is not None:
-                h.setOptionValue("time_limit", float(left))
-        if self.start and self.mip:
-            solution = highspy.HighsSolution()
-            solution.col_value = [self.start.get(v.name, 0.0) for v in lp.variables()]
-            h.setSolution(solution)
-        stopped = [False]
-        began, last = time.perf_counter(), [None]
-        # Interrupt where the solver's own limit ends: the deadline less its wrap-up.
-        at = None if self.deadline is None or not self.deadline.limited else (
-            self.deadline.at - self.deadline.wrap_up)
-        if self.stop_at is not None and self.mip:
-            def improved(event) -> None:
-                if self.stop_at(event.data_out.objective_function_value):
-                    last[0] = time.perf_counter()
-
-            h.cbMipImprovingSolution += improved
-
-        def interrupt(event) -> None:
-            now = time.perf_counter()
-            if at is not None and now > at:
-                event.interrupt()
-            elif last[0] is not None and now - last[0] > max(self.PATIENCE_S, (now - began) / 10):
-                stopped[0] = True
-                event.interrupt()
-
-        if at is not None or (self.stop_at is not None and self.mip):
-            h.cbMipInterrupt += interrupt
-            h.cbSimplexInterrupt += interrupt
-            h.cbIpmInterrupt += interrupt
-        h.run()
-        info = h.getInfo()
-        status = h.getModelStatus()
-        kind = highspy.HighsModelStatus
-        self.info = {
-            "optimal": status == kind.kOptimal,
-            "infeasible": status in (kind.kInfeasible, kind.kUnboundedOrInfeasible),
-            "has_solution": info.primal_solution_status == 2,
-            "objective": info.objective_function_value,
-            "bound": info.mip_dual_bound if math.isfinite(info.mip_dual_bound) else None,
-            "text": h.modelStatusToString(status),
-            "stopped": stopped[0],
-        }
-
-
-def reset_highs_threads() -> None:
-    """HiGHS's global scheduler refuses a thread count other than the one it started with."""
-    import highspy
-
     highspy.Highs.resetGlobalScheduler(True)
-    from monet_ilp.problems.p1.milp import solve as p1_solve
 
-    p1_solve._HIGHS_THREADS.clear()  # the P1 backend tracks the count it started with
+
+def highs_lp(milp: SparseMilp, *, relax: bool = False, names: bool = False) -> highspy.HighsLp:
+    """``milp`` as a ``highspy.HighsLp`` (without integrality when ``relax``; with the
+    column and row names when ``names``)."""
+    inf = highspy.kHighsInf
+    lp = highspy.HighsLp()
+    lp.num_col_ = milp.num_cols
+    lp.num_row_ = milp.num_rows
+    lp.col_cost_ = milp.cost
+    lp.col_lower_ = np.where(np.isneginf(milp.col_lb), -inf, milp.col_lb)
+    lp.col_upper_ = np.where(np.isposinf(milp.col_ub), inf, milp.col_ub)
+    lp.row_lower_ = np.where(np.isneginf(milp.row_lb), -inf, milp.row_lb)
+    lp.row_upper_ = np.where(np.isposinf(milp.row_ub), inf, milp.row_ub)
+    lp.offset_ = milp.offset
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.num_col_ = lp.num_col_
+    lp.a_matrix_.num_row_ = lp.num_row_
+    lp.a_matrix_.start_ = milp.start
+    lp.a_matrix_.index_ = milp.index
+    lp.a_matrix_.value_ = milp.value
+    if not relax and milp.integer.any():
+        kind = highspy.HighsVarType
+        lp.integrality_ = [kind.kInteger if flag else kind.kContinuous for flag in milp.integer]
+    if names:
+        if milp.col_names is None or milp.row_names is None:
+            raise ValueError("the model has no names to write")
+        lp.col_names_ = milp.col_names
+        lp.row_names_ = milp.row_names
+    return lp
+
+
+def run_highs(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
+              deadline: Deadline | None = None, start: Sequence[float] | None = None,
+              log: bool = False, gap_abs: float | None = None,
+              options: Mapping[str, Any] | None = None,
+              stop_at: Callable[[float], bool] | None = None, watch: bool = False) -> SolverRun:
+    """Solve ``milp`` (its LP relaxation with ``relax``) with HiGHS by ``deadline``.
+
+    Parameters
+    ----------
+    relax
+        Solve the LP relaxation (no integrality, no start, no gaps).
+    threads
+        HiGHS's ``threads``.
+    deadline
+        Stop by it, less its wrap-up (``None``: no limit).  With no time left HiGHS does
+        not start (status ``limit``).
+    start
+        Column values to start the MILP from.
+    log
+        Show HiGHS's log.
+    gap_abs
+        The MILP's absolute gap (the relative gap is 0): e.g.
+        :data:`~monet_ilp.engines.milp.INTEGER_GAP` on an integer objective.
+    options
+        Further HiGHS options by name (tolerances, ...).
+    stop_at
+        Interrupt the MILP once it has found a solution whose objective ``stop_at``
+        accepts and nothing better for :data:`PATIENCE_S` seconds (or a tenth of the
+        time spent); the run is then ``feasible`` with ``stopped`` set.
+    watch
+        Run the MILP in a child process killed :data:`GRACE_S` s past the deadline
+        (only with a limited deadline; not with ``relax`` or ``stop_at``).
+    """
+    deadline = deadline or Deadline(None)
+    began = time.perf_counter()
+    early = trivial_run(milp, deadline)
+    if early is not None:
+        return early
+    until = _wall_clock(deadline)
+    if watch and until is not None and deadline.at is not None and not relax and stop_at is None:
+        run = _run_watched(milp, threads=threads, until=until, kill_at=deadline.at + GRACE_S,
+                           start=start, log=log, gap_abs=gap_abs, options=options)
+    else:
+        run = _solve_here(milp, relax=relax, threads=threads, until=until, start=start, log=log,
+                          gap_abs=gap_abs, options=options, stop_at=stop_at)
+    run.seconds = time.perf_counter() - began
+    return run
+
+
+def _wall_clock(deadline: Deadline) -> float | None:
+    """When the solver should stop, on the wall clock (``time.time()``, which a child
+    process shares): the deadline less its wrap-up."""
+    left = deadline.solver_limit()
+    return None if left is None else time.time() + left
+
+
+def _solve_here(milp: SparseMilp, *, relax: bool, threads: int, until: float | None,
+                start: Sequence[float] | None, log: bool, gap_abs: float | None,
+                options: Mapping[str, Any] | None, stop_at: Callable[[float], bool] | None = None,
+                report: Report | None = None) -> SolverRun:
+    """Run HiGHS in this process until ``until`` (``time.time()``); ``report(kind, payload)``
+    receives incumbents and bounds as they come."""
+    reset_threads()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", bool(log))
+    h.setOptionValue("threads", int(threads))
+    if not relax:
+        h.setOptionValue("mip_rel_gap", 0.0)
+        if gap_abs is not None:
+            h.setOptionValue("mip_abs_gap", float(gap_abs))
+    for name, value in (options or {}).items():
+        h.setOptionValue(name, value)
+    h.passModel(highs_lp(milp, relax=relax))
+    if start is not None and not relax:
+        solution = highspy.HighsSolution()
+        solution.col_value = list(start)
+        h.setSolution(solution)
+    began = time.time()
+    last: list[float] = []  # when a solution stop_at accepts was last found
+    stopped: list[bool] = []
+    patient = stop_at is not None and not relax
+    if until is not None:
+        # The limit is what is left now, after handing over the model; HiGHS's own limit
+        # is not checked everywhere, so its callbacks interrupt it at ``until`` as well.
+        h.setOptionValue("time_limit", max(0.01, until - time.time()))
+
+    def interrupt(event: Any) -> None:
+        if report is not None and math.isfinite(event.data_out.mip_dual_bound):
+            report("bound", event.data_out.mip_dual_bound)
+        now = time.time()
+        if until is not None and now > until:
+            event.interrupt()
+        elif last and now - last[-1] > max(PATIENCE_S, (now - began) / 10):
+            stopped.append(True)
+            event.interrupt()
+
+    def improved(event: Any) -> None:
+        objective = event.data_out.objective_function_value
+        if report is not None:
+            report("incumbent", (list(event.data_out.mip_solution), objective))
+        if stop_at is not None and stop_at(objective):
+            last.append(time.time())
+
+    if until is not None or patient:
+        h.cbSimplexInterrupt += interrupt
+        h.cbIpmInterrupt += interrupt
+        h.cbMipInterrupt += interrupt
+    if (report is not None or patient) and not relax:
+        h.cbMipImprovingSolution += improved
+    h.run()
+    return _outcome(h, relax=relax, stopped=bool(stopped))
+
+
+def _outcome(h: highspy.Highs, *, relax: bool, stopped: bool) -> SolverRun:
+    status = h.getModelStatus()
+    info = h.getInfo()
+    kind = highspy.HighsModelStatus
+    has_solution = info.primal_solution_status == 2  # kSolutionStatusFeasible
+    values = list(h.getSolution().col_value) if has_solution else None
+    objective = float(info.objective_function_value) if has_solution else None
+    if relax:
+        bound = objective if status == kind.kOptimal else None
+    else:
+        bound = finite_or_none(float(info.mip_dual_bound))
+    detail = str(h.modelStatusToString(status))
+    if status == kind.kOptimal:
+        name = "optimal"
+    elif status in (kind.kInfeasible, kind.kUnboundedOrInfeasible):
+        return SolverRun("infeasible", detail=detail)  # every column is bounded: never unbounded
+    elif has_solution:
+        name = "feasible"
+    elif status in tuple(getattr(kind, s) for s in _STOPPED):
+        name = "limit"
+    else:
+        name = "error"
+    return SolverRun(name, values, objective, bound, 0.0, detail, stopped)
+
+
+# ====================================================================== the watched child
+def child_main(folder: str) -> None:
+    """Entry point of the watched HiGHS process (``python -c``, so no user ``__main__`` runs).
+
+    Reads ``job.pkl`` from ``folder``; writes each improving solution to
+    ``incumbent.pkl``, the best dual bound seen to ``bound.txt`` (both replaced
+    atomically) and the final :class:`~monet_ilp.engines.milp.SolverRun` to ``result.pkl``.
+    """
+    where = Path(folder)
+    job = pickle.loads((where / "job.pkl").read_bytes())
+    best = [-math.inf]
+
+    def save(name: str, data: bytes) -> None:
+        temporary = where / (name + ".tmp")
+        temporary.write_bytes(data)
+        os.replace(temporary, where / name)
+
+    def report(kind: str, payload: Any) -> None:
+        if kind == "incumbent":
+            save("incumbent.pkl", pickle.dumps(payload))
+        elif payload > best[0]:
+            best[0] = payload
+            save("bound.txt", repr(payload).encode())
+
+    try:
+        run = _solve_here(job["milp"], relax=False, threads=job["threads"], until=job["until"],
+                          start=job["start"], log=job["log"], gap_abs=job["gap_abs"],
+                          options=job["options"], report=report)
+    except Exception as err:  # noqa: BLE001 (report it, rather than leave the parent guessing)
+        run = SolverRun("error", detail=f"{type(err).__name__}: {err}")
+    save("result.pkl", pickle.dumps(run))
+
+
+def _run_watched(milp: SparseMilp, *, threads: int, until: float, kill_at: float,
+                 start: Sequence[float] | None, log: bool, gap_abs: float | None,
+                 options: Mapping[str, Any] | None) -> SolverRun:
+    """Run HiGHS in a child process, killed at ``kill_at`` (``perf_counter``) if still running.
+
+    The child gets ``until`` on the wall clock, so its own start-up (imports, the model)
+    counts.  It saves every improving solution and the dual bounds it sees, so a killed
+    run still returns its incumbent and a valid bound.
+    """
+    with tempfile.TemporaryDirectory(prefix="monet-milp-") as tmp:
+        where = Path(tmp)
+        # Names are for files, not for solving: the child does without them.
+        job = {"milp": dataclasses.replace(milp, col_names=None, row_names=None),
+               "threads": threads, "until": until,
+               "start": None if start is None else list(start), "log": log, "gap_abs": gap_abs,
+               "options": dict(options or {})}
+        (where / "job.pkl").write_bytes(pickle.dumps(job, protocol=pickle.HIGHEST_PROTOCOL))
+        env = dict(os.environ)
+        package_root = str(Path(__file__).resolve().parents[2])  # the folder holding monet_ilp
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        entry = "import sys; from monet_ilp.engines.highs import child_main; child_main(sys.argv[1])"
+        command = [sys.executable, "-c", entry, tmp]
+        with open(where / "stderr.txt", "wb") as errors:
+            child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                     stdout=None if log else subprocess.DEVNULL, stderr=errors)
+            while child.poll() is None and time.perf_counter() < kill_at:
+                time.sleep(0.05)
+            killed = child.poll() is None
+            if killed:
+                child.kill()
+            child.wait()
+        result = where / "result.pkl"
+        if not killed and result.exists():
+            run: SolverRun = pickle.loads(result.read_bytes())
+            return run
+        values = objective = bound = None
+        if (where / "incumbent.pkl").exists():
+            values, objective = pickle.loads((where / "incumbent.pkl").read_bytes())
+        if (where / "bound.txt").exists():
+            bound = float((where / "bound.txt").read_text())
+        problem = (where / "stderr.txt").read_text(errors="replace").strip().splitlines()
+    # Without an incumbent of its own the run has none: the caller falls back on its start
+    # (and says so in the result's source).
+    if not killed:
+        detail = "the HiGHS process ended without a result" + (f": {problem[-1]}" if problem else "")
+        return SolverRun("error" if values is None else "feasible", values, objective, bound,
+                         0.0, detail)
+    return SolverRun("feasible" if values is not None else "limit", values, objective, bound, 0.0,
+                     "stopped at the time limit (HiGHS process killed)")

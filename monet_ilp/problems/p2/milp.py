@@ -12,9 +12,9 @@ P2 that ``p2_milp.md`` states and that the CP-SAT backend reproduces with
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulp
@@ -32,18 +32,19 @@ from monet_ilp.problems.p2.data import (
     timed_schedule,
     trace_schedule,
 )
+from monet_ilp.engines import default_workers
 from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.engines.cbc import Cbc, CbcKilled
-from monet_ilp.engines.highs import PulpHiGHS, reset_highs_threads
+from monet_ilp.engines.export import export_path
+from monet_ilp.engines.milp import check_solver
+from monet_ilp.engines.pulp_models import export_problem, solve_pulp
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["P2StageMilp", "solve_p2_milp"]
 
-SOLVERS = ("highs", "cbc")
 _OPTIONS = ("max_computes", "max_prefetches", "fixed_order", "offload_inputs", "allow_offload",
-            "allow_recompute", "use_baseline_hint", "log")
+            "allow_recompute", "use_baseline_hint", "log", "export")
 
 
 @dataclass
@@ -445,45 +446,6 @@ class P2StageMilp:
 
 
 # ====================================================================== solving
-def _run_highs(problem: pulp.LpProblem, *, threads: int, deadline: Deadline,
-               start: dict[str, float] | None, log: bool,
-               gap_abs: float) -> tuple[str, float | None]:
-    # HiGHS's global scheduler refuses a thread count other than the one it started
-    # with (other backends in this process may use another): start it afresh.
-    reset_highs_threads()
-    solver = PulpHiGHS(start=start, deadline=deadline, msg=bool(log), threads=int(threads),
-                       gapRel=0.0, gapAbs=gap_abs)
-    problem.solve(solver)
-    info = solver.info
-    if info["optimal"]:
-        return "optimal", info["bound"]
-    if info["infeasible"]:
-        return "infeasible", None
-    return ("feasible" if info["has_solution"] else "limit"), info["bound"]
-
-
-def _run_cbc(problem: pulp.LpProblem, *, threads: int, deadline: Deadline,
-             start: dict[str, float] | None, log: bool,
-             gap_abs: float) -> tuple[str, float | None]:
-    if start:
-        for v in problem.variables():
-            if v.name in start:
-                v.setInitialValue(start[v.name])
-    solver = Cbc(deadline=deadline, msg=bool(log), threads=int(threads), gapRel=0.0,
-                 gapAbs=gap_abs, warmStart=bool(start))
-    try:
-        problem.solve(solver)
-    except CbcKilled:
-        return "limit", None
-    if problem.status == pulp.LpStatusInfeasible:
-        return "infeasible", None
-    if problem.sol_status == pulp.LpSolutionOptimal:
-        return "optimal", None
-    if problem.sol_status == pulp.LpSolutionIntegerFeasible:
-        return "feasible", None
-    return "limit", None
-
-
 def solve_p2_milp(
     instance: Instance,
     *,
@@ -499,6 +461,7 @@ def solve_p2_milp(
     allow_recompute: bool = True,
     use_baseline_hint: bool = True,
     log: bool = False,
+    export: str | Path | None = None,
     **options: Any,
 ) -> BackendResult:
     """Solve a P2 instance over the stage class with a MILP (``formulations/p2_milp.md``).
@@ -524,6 +487,9 @@ def solve_p2_milp(
         As for :func:`~monet_ilp.problems.p2.cpsat.solve_p2_cpsat`.
     log
         Print the solver's log.
+    export
+        Also write the model to this ``.mps`` or ``.lp`` file (objective constant
+        included; ``stats["export"]``).
 
     Returns
     -------
@@ -535,10 +501,9 @@ def solve_p2_milp(
     if options:
         raise MonetError(f"unknown option(s) {', '.join(sorted(options))} for the P2 MILP backend",
                          field="options", fix=f"use: milp_solver, {', '.join(_OPTIONS)}")
-    solver_name = str(milp_solver).lower()
-    if solver_name not in SOLVERS:
-        raise MonetError(f"unknown MILP solver {milp_solver!r}", field="milp_solver",
-                         fix=f"use one of: {', '.join(SOLVERS)}")
+    solver_name = check_solver(milp_solver)
+    if export is not None:
+        export = export_path(export)
     if not fixed_order:
         raise MonetError("the P2 backends keep the first computations in the graph's order",
                          field="fixed_order", fix="drop fixed_order=False")
@@ -572,19 +537,20 @@ def solve_p2_milp(
         stats["stopped"] = str(stop)
         return fallback(str(stop), None)
     stats.update(variables=built.problem.numVariables(), constraints=built.problem.numConstraints())
+    if export is not None:
+        stats["export"] = str(export_problem(built.problem, export))
     start = None
     if start_schedule is not None:
         start = built.start_values(trace_schedule(data, timed_schedule(instance, start_schedule)))
         stats["warm_start"] = start is not None
-    threads = int(workers) if workers else min(8, os.cpu_count() or 1)
-    run = _run_highs if solver_name == "highs" else _run_cbc
     try:
-        outcome, raw_bound = run(built.problem, threads=threads, deadline=deadline, start=start,
-                                 log=log, gap_abs=built.gap_abs)
+        run = solve_pulp(built.problem, solver_name, threads=default_workers(workers),
+                         deadline=deadline, start=start, log=log, gap_abs=built.gap_abs)
     except OutOfTime as stop:
         stats["stopped"] = str(stop)
         return fallback(str(stop), None)
-    bound = built.primary_bound(raw_bound)
+    outcome = "limit" if run.status == "error" else run.status  # no schedule either way
+    bound = built.primary_bound(run.bound)
     stats.update(solver_status=outcome, seconds=round(time.perf_counter() - began, 3))
     if outcome == "infeasible":
         return BackendResult(Status.INFEASIBLE, stats=stats,

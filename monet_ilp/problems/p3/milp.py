@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
@@ -27,9 +25,10 @@ import pulp
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified
+from monet_ilp.engines import default_workers
 from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.engines.cbc import Cbc, CbcKilled
-from monet_ilp.engines.highs import PulpHiGHS, reset_highs_threads
+from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, check_solver
+from monet_ilp.engines.pulp_models import export_problem, solve_pulp
 from monet_ilp.problems.p3.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -49,10 +48,11 @@ from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
 
 __all__ = ["P3Milp", "solve_p3_milp"]
 
-SOLVERS = ("highs", "cbc")
 #: HiGHS's integrality and feasibility tolerances: times are read back rounded, and a
 #: big-M row with a binary off by ``tol`` moves a time by ``tol * horizon`` cycles.
 _TOLERANCE = 1e-7
+_HIGHS_OPTIONS = {"mip_feasibility_tolerance": _TOLERANCE,
+                  "primal_feasibility_tolerance": _TOLERANCE}
 _OPTIONS = ("milp_solver", "max_computes", "max_transfers", "colocate", "allow_recompute",
             "allow_offload", "allow_pin", "export", "msg", "log", "use_baseline_hint",
             "recompute_after_first", "fixed_order")
@@ -1302,88 +1302,16 @@ def _baseline(instance: Instance) -> list[Schedule]:
 
 
 # ====================================================================== solving
-@dataclass
-class _Outcome:
-    status: str  # optimal | feasible | infeasible | limit
-    objective: float | None = None
-    bound: float | None = None
-    seconds: float = 0.0
-    detail: str = ""
-    stopped: bool = False  # interrupted at a solution that ``stop_at`` accepted
-
-
 def _solve(problem: pulp.LpProblem, solver: str, *, relax: bool, threads: int,
            deadline: Deadline, start: dict[str, float] | None, msg: bool,
-           gap_abs: float, stop_at=None) -> _Outcome:
+           gap_abs: float, stop_at=None) -> SolverRun:
     """Solve the model (its LP relaxation with ``relax``) with HiGHS or CBC by ``deadline``.
 
     Raises :class:`OutOfTime` when the deadline passes before the solver starts.
     """
-    began = time.perf_counter()
-    if solver == "highs":
-        reset_highs_threads()
-        engine = PulpHiGHS(start=start, stop_at=stop_at, deadline=deadline, mip=not relax,
-                        msg=bool(msg), threads=int(threads), gapRel=None if relax else 0.0,
-                        gapAbs=None if relax else gap_abs,
-                        mip_feasibility_tolerance=_TOLERANCE,
-                        primal_feasibility_tolerance=_TOLERANCE)
-        problem.solve(engine)
-        info, seconds = engine.info, time.perf_counter() - began
-        if info["infeasible"]:
-            return _Outcome("infeasible", seconds=seconds, detail=info["text"])
-        if info["optimal"]:
-            bound = info["objective"] if relax else info["bound"]
-            return _Outcome("optimal", info["objective"], bound, seconds, info["text"])
-        if info["has_solution"] and not relax:
-            return _Outcome("feasible", info["objective"], info["bound"], seconds, info["text"],
-                            info["stopped"])
-        return _Outcome("limit", None, info["bound"], seconds, info["text"])
-    from monet_ilp.problems.p1.milp.solve import _cbc_bound, _cbc_result
-
-    if start and not relax:
-        for v in problem.variables():
-            v.setInitialValue(start.get(v.name, 0.0))
-    with tempfile.TemporaryDirectory() as tmp:
-        log_path = Path(tmp) / "cbc.log"
-        engine = Cbc(deadline=deadline, mip=not relax, msg=False, threads=int(threads),
-                     gapRel=None if relax else 0.0, gapAbs=None if relax else gap_abs,
-                     warmStart=bool(start) and not relax, logPath=str(log_path))
-        try:
-            problem.solve(engine)
-        except CbcKilled as killed:
-            return _Outcome("limit", seconds=time.perf_counter() - began, detail=str(killed))
-        text = log_path.read_text() if log_path.exists() else ""
-    if msg:
-        print(text)
-    seconds = time.perf_counter() - began
-    result = _cbc_result(text)
-    value = pulp.value(problem.objective)
-    if problem.status == pulp.LpStatusInfeasible or "infeasible" in result:
-        return _Outcome("infeasible", seconds=seconds, detail=result)
-    if result.startswith("optimal") or (relax and problem.status == pulp.LpStatusOptimal):
-        return _Outcome("optimal", value, value, seconds, result)
-    bound = _cbc_bound(text)
-    if problem.sol_status == pulp.LpSolutionIntegerFeasible and not relax:
-        return _Outcome("feasible", value, bound, seconds, result)
-    return _Outcome("limit", None, bound, seconds, result or pulp.LpStatus[problem.status])
-
-
-def export_model(problem: pulp.LpProblem, path: str | Path) -> Path:
-    """Write a model as MPS (``.mps``) or CPLEX LP (``.lp``), chosen by the suffix."""
-    path = Path(path)
-    suffix = path.suffix.lower()
-    if suffix not in (".mps", ".lp"):
-        raise MonetError(f"cannot tell the model format of {str(path)!r}", field="export",
-                         fix="end the file name with .mps or .lp")
-    try:
-        if suffix == ".mps":
-            problem.writeMPS(str(path))
-        else:
-            problem.writeLP(str(path))
-    except OSError as err:
-        raise MonetError(f"could not write {str(path)!r}: {err}", field="export",
-                         fix="check that the directory exists and is writable") from None
-    return path
+    return solve_pulp(problem, solver, relax=relax, threads=threads, deadline=deadline,
+                      start=start, log=msg, gap_abs=gap_abs, options=_HIGHS_OPTIONS,
+                      stop_at=stop_at)
 
 
 def _horizon_of(data: P3Data, built: P3Milp, value: float) -> int | None:
@@ -1494,10 +1422,7 @@ def solve_p3_milp(
     if options:
         raise MonetError(f"unknown option(s) {', '.join(sorted(options))} for the P3 MILP backend",
                          field="options", fix=f"use: {', '.join(_OPTIONS)}")
-    solver_name = str(milp_solver).lower()
-    if solver_name not in SOLVERS:
-        raise MonetError(f"unknown MILP solver {milp_solver!r}", field="milp_solver",
-                         fix=f"use one of: {', '.join(SOLVERS)}")
+    solver_name = check_solver(milp_solver)
     data = p3_data(instance,
                    max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
                    max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers,
@@ -1522,7 +1447,7 @@ def solve_p3_milp(
     quick = data.min_capacity_proof()
     if quick:
         return done(Status.INFEASIBLE, message=f"{quick} ({limits})")
-    threads = int(workers) if workers else min(8, os.cpu_count() or 1)
+    threads = default_workers(workers)
 
     # Before the model: the schedules to fall back on if the time runs out while building
     # (the hint and the list schedules, each checked by the evaluator) and the
@@ -1559,7 +1484,7 @@ def solve_p3_milp(
     stats["full_horizon"] = built.H
     stats["recompute_after_first"] = after_first
     if export is not None:
-        stats["export"] = str(export_model(built.problem, export))
+        stats["export"] = str(export_problem(built.problem, export))
     if built.contradiction:
         return infeasible(built.contradiction)
     best: dict[str, Any] | None = None  # value (MILP units), schedule, claimed value
@@ -1573,9 +1498,9 @@ def solve_p3_milp(
         return fallback(str(stop))
     stats["warm_start"] = None if best is None else best["source"]
     integral = all(float(w).is_integer() for w in built.weights)
-    gap_abs = 0.5 if integral else 1e-9
+    gap_abs = INTEGER_GAP if integral else 1e-9
     rounds = 0
-    run: _Outcome | None = None
+    run: SolverRun | None = None
     stopped: OutOfTime | None = None
     while True:
         try:

@@ -426,12 +426,13 @@ def test_time_limit_keeps_a_schedule_and_a_bound():
 
 def test_watched_highs_process(monkeypatch):
     """Large MILPs run in a child process: its result comes back, and a kill keeps the start."""
+    from monet_ilp.engines import highs
     from monet_ilp.problems.p1.milp import solve as milp
 
     monkeypatch.setattr(milp, "WATCHED_NONZEROS", 0)
     done = verified(p1_instance(hand_chain(), budget=4), time_limit=30)
     assert done.status is Status.OPTIMAL and done.objective == 23
-    monkeypatch.setattr(milp, "GRACE_S", -1e6)  # kill as soon as the MILP starts
+    monkeypatch.setattr(highs, "GRACE_S", -1e6)  # kill as soon as the MILP starts
     instance = between(random_layered(30, seed=0), 0.3)
     killed = verified(instance, time_limit=60)
     assert killed.status is Status.FEASIBLE and "killed" in killed.message

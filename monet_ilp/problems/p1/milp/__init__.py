@@ -6,7 +6,7 @@
 LP relaxation's bound and :func:`export_model` writes the model as MPS or LP.
 """
 
-from monet_ilp.problems.p1.milp.rounding import solve_lp_rounding
+from monet_ilp.problems.p1.milp.lp_round import solve_lp_rounding
 from monet_ilp.problems.p1.milp.solve import build_model, export_model, lp_bound, solve_milp
 
 __all__ = ["build_model", "export_model", "lp_bound", "solve_lp_rounding", "solve_milp"]

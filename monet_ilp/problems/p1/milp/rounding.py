@@ -6,23 +6,20 @@ a plan into a :class:`~monet_ilp.schedule.Sequence` whose releases follow FREE a
 the least S (``formulations/p1_milp.md`` §6), turns a hint Sequence into a plan and
 into start values, and implements the approximations of §7: round the LP's S, then
 take the least R that makes it correct (Jain et al., MLSys 2020, §5), or keep in
-the LP's order what fits the budget.
+the LP's order what fits the budget.  It runs no solver: :func:`.solve.rounding_sweep`
+solves the LPs it rounds, and :mod:`.lp_round` is the ``heuristic:lp-round`` backend.
 """
 
 from __future__ import annotations
 
-import math
 import random
-import time
 from dataclasses import dataclass
 from typing import Any
 from typing import Sequence as Seq
 
-from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.problems.p1.data import P1Data, check_p1
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.problems.p1.data import P1Data
 from monet_ilp.problems.p1.milp.variables import Col, StageVariables
-from monet_ilp.instance import Instance
-from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Sequence
 
 __all__ = [
@@ -36,8 +33,6 @@ __all__ = [
     "resident_at_stage_start",
     "round_lp_solution",
     "sequence_of_plan",
-    "rounding_sweep",
-    "solve_lp_rounding",
     "start_values",
 ]
 
@@ -461,144 +456,3 @@ def _keep_pass(data: P1Data, x: StageVariables, values: Seq[float] | None, floor
 #: LP budgets tried, as fractions of the true one, until a rounding fits (Checkmate's allowance).
 BUDGET_FRACTIONS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)
 THRESHOLDS = tuple(k / 10 for k in range(1, 10))
-
-
-def rounding_sweep(instance: Instance, built, lp_values: Seq[float] | None, *, solver: str,
-                   threads: int, deadline: Deadline | None,
-                   fractions: Seq[float] = BUDGET_FRACTIONS,
-                   thresholds: Seq[float] = THRESHOLDS, samples: int = 16, seed: int = 0,
-                   log: bool = False) -> tuple[Plan | None, PlanCost | None, dict[str, Any]]:
-    """Round LP solutions at the budget fractions in turn; the first with a fitting plan wins.
-
-    ``lp_values`` is the LP solution at the full budget (solved by the caller, which
-    needs it for the bound); the smaller budgets are solved here.  Every plan is
-    checked against the true capacity.  Past ``deadline`` no further budget is tried
-    (a model cut short by it is dropped).
-    """
-    from monet_ilp.problems.p1.milp import solve as milp
-
-    deadline = deadline or Deadline(None)
-    info: dict[str, Any] = {"roundings": 0, "valid_roundings": 0}
-    for fraction in fractions:
-        if fraction == 1.0:
-            attempt, values = built, lp_values
-        else:
-            if deadline.passed():
-                break
-            try:
-                attempt = milp.build_model(instance, max_computes=built.data.max_computes,
-                                           budget_bytes=int(built.data.budget_bytes * fraction),
-                                           deadline=deadline)
-            except OutOfTime:
-                break
-            if attempt.model.contradictions:
-                break
-            run = milp.run_solver(solver, attempt.model, relax=True, threads=threads,
-                                  deadline=deadline, log=log)
-            values = run.values if run.status == "optimal" else None
-        if values is None:
-            continue
-        plan, cost, tried = round_lp_solution(attempt.data, attempt.x, values,
-                                              thresholds=thresholds, samples=samples, seed=seed,
-                                              deadline=deadline)
-        info["roundings"] += tried["roundings"]
-        info["valid_roundings"] += tried["valid_roundings"]
-        for floor in (0.0, 0.5):  # memory-aware rounding, against the true budget
-            aware = keep_by_priority(built.data, attempt.x, values, floor=floor)
-            info["roundings"] += 1
-            if aware is None:
-                continue
-            aware = prune_plan(built.data, aware)
-            _, aware_cost = sequence_of_plan(built.data, aware)
-            if aware_cost.valid:
-                info["valid_roundings"] += 1
-                if cost is None or aware_cost.compute_cycles < cost.compute_cycles:
-                    plan, cost = aware, aware_cost
-        if plan is not None:
-            info["budget_fraction"] = fraction
-            return plan, cost, info
-    return None, None, info
-
-
-def solve_lp_rounding(instance: Instance, *, time_limit: float | None = None,
-                      workers: int | None = None, hint: Sequence | None = None,
-                      **options: Any) -> BackendResult:
-    """Checkmate's LP-rounding approximation (``formulations/p1_milp.md`` §7).
-
-    Solves the LP relaxation of the stage MILP, rounds its S deterministically
-    (``thresholds``, default 0.1 .. 0.9) and at random (``samples`` draws, ``seed``),
-    completes each rounding with the least R (two-phase rounding) and keeps the
-    cheapest schedule that fits the budget.  When none fits, the LP is solved again
-    with the budget scaled by the next of ``budget_fractions`` (Checkmate's
-    allowance for the rounding's overshoot), the schedule always checked against the
-    true budget.
-
-    Parameters
-    ----------
-    instance
-        A P1 instance.
-    time_limit, workers
-        Seconds for the whole run; solver threads (default 1).
-    hint
-        Ignored (accepted for the common backend signature).
-    **options
-        ``milp_solver`` (``"highs"`` default, ``"cbc"``), ``max_computes``,
-        ``samples`` (default 16), ``seed`` (0), ``thresholds``,
-        ``budget_fractions`` (default 1.0, 0.9, ..., 0.4), ``fixed_order`` (must be
-        true), ``log``.
-
-    Returns
-    -------
-    BackendResult
-        FEASIBLE with the schedule when a rounding fits, UNKNOWN when none does,
-        INFEASIBLE when the LP relaxation is; ``bound`` is the LP bound rounded up
-        (costs are integers) and ``stats["lp_bound"]`` the LP optimum.
-    """
-    from monet_ilp.problems.p1.milp import solve as milp
-
-    deadline = Deadline(time_limit)  # everything counts (time_limits.md)
-    start = deadline.started
-    opts = milp.parse_options(options, extra=("samples", "seed", "thresholds", "budget_fractions"))
-    check_p1(instance, "heuristic:lp-round")
-    threads = int(workers) if workers else 1
-    stats: dict[str, Any] = {"solver": opts.solver, "lp_bound": None}
-
-    def done(status: Status, **kwargs: Any) -> BackendResult:
-        stats["wall_s"] = round(time.perf_counter() - start, 3)
-        return BackendResult(status, stats=stats, **kwargs)
-
-    try:
-        built = milp.build_model(instance, max_computes=opts.max_computes, deadline=deadline)
-    except OutOfTime as stop:  # a heuristic: no fallback of its own, no claim
-        stats["stopped"] = str(stop)
-        return done(Status.UNKNOWN, message=f"{stop}; no rounding tried")
-    stats.update(milp.model_stats(built))
-    if built.model.contradictions:
-        return done(Status.INFEASIBLE, message=milp.infeasible_message(instance, built,
-                                                                       deadline=deadline))
-    run = milp.run_solver(opts.solver, built.model, relax=True, threads=threads,
-                          deadline=deadline, log=opts.log)
-    stats["lp_s"] = round(run.seconds, 3)
-    if run.status == "infeasible":
-        return done(Status.INFEASIBLE, message=milp.infeasible_message(
-            instance, built, lp=True, deadline=deadline))
-    bound = None
-    if run.status == "optimal" and run.objective is not None:
-        stats["lp_bound"] = run.objective
-        bound = math.ceil(run.objective - 1e-6)
-    fractions = tuple(opts.extra.get("budget_fractions", BUDGET_FRACTIONS))
-    if fractions[:1] != (1.0,):
-        fractions = (1.0,) + fractions
-    plan, cost, info = rounding_sweep(
-        instance, built, run.values if run.status == "optimal" else None, solver=opts.solver,
-        threads=threads, deadline=deadline, fractions=fractions,
-        thresholds=tuple(opts.extra.get("thresholds", THRESHOLDS)),
-        samples=int(opts.extra.get("samples", 16)), seed=int(opts.extra.get("seed", 0)),
-        log=opts.log)
-    stats.update(info)
-    if plan is None:
-        return done(Status.UNKNOWN, bound=bound,
-                    message="no rounding of the LP solutions fits the budget")
-    sequence, cost = sequence_of_plan(built.data, plan, meta={"backend": "lp-round"})
-    return done(Status.FEASIBLE, schedule=sequence, objective=cost.compute_cycles, bound=bound,
-                message=f"Checkmate LP rounding (LP budget x{info['budget_fraction']})")
