@@ -12,11 +12,16 @@ import hashlib
 import importlib
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
+from monet_ilp.graph.load import KINDS, load_graph
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
 
 __all__ = [
     "RECORD_FORMAT",
@@ -116,42 +121,16 @@ class Job:
 
 
 # ================================================================ building
-_TUPLE_PARAMS = {"chain": ("costs", "sizes"), "random": ("width", "duration", "size")}
-
-
-def build_graph(model: Mapping[str, Any], path: str | None):
-    """The training graph of a model spec (``zoo``, ``chain``, ``random``, ``onnx``, ``node_link``, ``graph``)."""
-    if "zoo" in model:
-        from monet_ilp.graph import zoo
-
-        return zoo.build(model["zoo"], **dict(model.get("params", {})))
-    if "chain" in model or "random" in model:
-        kind = "chain" if "chain" in model else "random"
-        params = dict(model[kind])
-        for name in _TUPLE_PARAMS[kind]:
-            if isinstance(params.get(name), list):
-                params[name] = tuple(params[name])
-        if kind == "chain":
-            from monet_ilp.graph.chain import chain_graph
-
-            return chain_graph(**params)
-        from monet_ilp.graph.random_dag import random_layered
-
-        return random_layered(**params)
-    if "onnx" in model:
-        from monet_ilp.graph import from_onnx
-
-        return from_onnx(path or model["onnx"], **dict(model.get("params", {})))
-    if "node_link" in model:
-        from monet_ilp.graph import from_node_link
-
-        return from_node_link(path or model["node_link"])
-    if "graph" in model:
-        from monet_ilp.graph import TrainingGraph
-
-        return TrainingGraph.load(path or model["graph"])
-    raise MonetError(f"unknown model spec {sorted(model)}", field="model",
-                     fix="use one of zoo, chain, random, onnx, node_link, graph")
+def build_graph(model: Mapping[str, Any], path: str | None) -> TrainingGraph:
+    """The training graph of a model spec (one of :data:`monet_ilp.graph.load.KINDS` as its key)."""
+    kind = next((k for k in KINDS if k in model), None)
+    if kind is None:
+        raise MonetError(f"unknown model spec {sorted(model)}", field="model",
+                         fix=f"use one of {', '.join(KINDS)}")
+    if kind in ("chain", "random"):
+        return load_graph(kind, **dict(model[kind]))
+    source = model[kind] if kind == "zoo" else path or model[kind]
+    return load_graph(kind, source, **dict(model.get("params", {})))
 
 
 def build_hardware(spec: Mapping[str, Any] | None, path: str | None):

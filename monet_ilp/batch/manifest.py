@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import importlib
 import inspect
 import itertools
 import random
@@ -23,6 +24,9 @@ import yaml
 
 from monet_ilp.batch.job import Job, job_key
 from monet_ilp.errors import MonetError
+from monet_ilp.graph import zoo
+from monet_ilp.graph.load import KINDS, builder
+from monet_ilp.problems import registry
 
 __all__ = ["MONET_EDGE_TPU_SPACE", "Manifest", "ManifestError", "load_manifest", "parse_manifest"]
 
@@ -44,7 +48,7 @@ SPACES = {"monet": ("edge_tpu", MONET_EDGE_TPU_SPACE)}
 TOP_KEYS = ("name", "description", "plugins", "models", "hardware", "problems", "budgets", "objectives",
             "backends", "options", "time_limits", "seeds", "workers", "alpha", "runtime_limit_cycles",
             "offload")
-MODEL_KINDS = ("zoo", "chain", "random", "onnx", "node_link", "graph")
+MODEL_KINDS = KINDS
 PROBLEMS = ("P1", "P2", "P3")
 OBJECTIVES = ("compute", "latency", "energy", "weighted")
 DEFAULT_TIME_LIMIT = 60.0
@@ -258,8 +262,6 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
     fixed = _params_block(w, entry, keypath)
     path: Path | None = None
     if kind == "zoo":
-        from monet_ilp.graph import zoo
-
         if not isinstance(value, str) or value not in zoo.MODELS:
             close = difflib.get_close_matches(str(value), list(zoo.MODELS), n=1)
             raise w.error(entry, kind, f"{keypath}.zoo", f"unknown zoo model {value!r}",
@@ -272,17 +274,11 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
             raise w.error(entry, kind, f"{keypath}.{kind}", f"{kind} must be a mapping of its parameters",
                           "write e.g. chain: {length: 8, costs: [1, 10]}" if kind == "chain"
                           else "write e.g. random: {n: 50, seed: 0}")
-        if kind == "chain":
-            from monet_ilp.graph.chain import chain_graph as builder
-        else:
-            from monet_ilp.graph.random_dag import random_layered as builder
-        allowed = _allowed_params(builder, drop=("name",))
+        allowed = _allowed_params(builder(kind), drop=("name",))
         fixed = {**dict(value), **fixed}
     elif kind == "onnx":
-        from monet_ilp.graph import from_onnx
-
         path = _file(w, base, entry, kind, f"{keypath}.onnx", value)
-        allowed = _allowed_params(from_onnx, drop=("model", "name"))
+        allowed = _allowed_params(builder(kind), drop=("model", "name"))
     else:
         path = _file(w, base, entry, kind, f"{keypath}.{kind}", value)
         allowed = ()
@@ -424,11 +420,11 @@ def _sample(w: _Where, entry: _Map, keypath: str, points: list[dict[str, Any]]) 
 
 # ================================================================ backends
 def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str, dict[str, Any]]]:
-    """(backend name, label, options) for every backend entry."""
-    import importlib
+    """(backend name, label, options) for every backend entry.
 
-    from monet_ilp.solve import backends as known_backends
-
+    Backend names and option names are checked against the registry
+    (:mod:`monet_ilp.problems.registry`), with the words ``solve()`` uses for them.
+    """
     for i, module in enumerate(plugins):
         try:
             importlib.import_module(module)
@@ -436,7 +432,7 @@ def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str,
             raise w.error(data["plugins"], i, f"plugins[{i}]", f"cannot import plugin {module!r} "
                           f"({type(err).__name__}: {err})", "put the module on PYTHONPATH (the workers "
                           "import it too), or drop it") from None
-    known = known_backends()
+    known = registry.names()
     shared = data.get("options", _Map())
     if not isinstance(shared, _Map):
         raise w.error(data, "options", "options", "options must map backend names to option mappings",
@@ -453,7 +449,7 @@ def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str,
     for i, entry in enumerate(entries):
         where = f"backends[{i}]"
         container, index = entries, i
-        options: dict[str, Any] = {}
+        own = _Map()
         if isinstance(entry, _Map):
             _unknown_keys(w, entry, ("name", "label", "options"), f"{where}.")
             if "name" not in entry:
@@ -464,13 +460,13 @@ def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str,
             if not isinstance(own, _Map):
                 raise w.error(entry, "options", f"backends[{i}].options", "options must be a mapping",
                               "write e.g. options: {milp_solver: cbc}")
-            options = dict(own)
         else:
             name = label = entry
         if not isinstance(name, str) or name not in known:
             close = difflib.get_close_matches(str(name), known, n=1)
             raise w.error(container, index, where, f"unknown backend {name!r}",
                           (f"did you mean {close[0]!r}? " if close else "") + f"backends: {', '.join(known)}")
+        _check_options(w, name, own, f"backends[{i}].options")
         if not isinstance(label, str) or not label:
             raise w.error(entries[i], "label", f"backends[{i}].label", "label must be a non-empty string",
                           "name the variant, e.g. label: milp-cbc")
@@ -478,12 +474,24 @@ def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str,
             raise w.error(entries, i, f"backends[{i}]", f"backend label {label!r} is given twice "
                           f"(first as backends[{labels[label]}])", "give each variant its own label")
         labels[label] = i
-        out.append((name, label, _plain({**dict(shared.get(name, {})), **options})))
+        out.append((name, label, _plain({**dict(shared.get(name, {})), **own})))
     for name in shared:
         if name not in {b for b, _, _ in out}:
             raise w.error(shared, name, f"options.{name}", f"options for backend {name!r}, which is not listed",
                           "list it under backends, or drop its options")
+        _check_options(w, name, shared[name], f"options.{name}")
     return out
+
+
+def _check_options(w: _Where, name: str, options: _Map, keypath: str) -> None:
+    """Refuse an option that backend ``name`` takes on no problem class, as ``solve()`` would."""
+    known = registry.options_of(name)
+    if known is None:  # a plugin that declares no options takes any
+        return
+    unknown = sorted((key for key in options if not str(key).startswith("_") and key not in known), key=str)
+    if unknown:
+        raise w.error(options, unknown[0], f"{keypath}.{unknown[0]}",
+                      registry.unknown_option_message(name, None, map(str, unknown)), registry.option_fix(known))
 
 
 # =================================================================== values

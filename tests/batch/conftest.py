@@ -16,7 +16,8 @@ PLUGIN = "tests.batch.plugin_backends"
 
 #: A P2 set in which every way a job can fail happens once per objective: a backend that
 #: raises, one whose process dies, one that overruns its time limit (2 s, grace 0.5 s),
-#: and a cpsat variant given an option it does not know; cpsat itself solves both objectives.
+#: and a cpsat variant given a CP-SAT parameter that does not exist (an unknown option name
+#: is refused with the manifest); cpsat itself solves both objectives.
 MIXED = f"""
 name: mixed
 plugins: [{PLUGIN}]
@@ -25,7 +26,7 @@ hardware: [{{preset: edge_tpu, params: {{mesh: 1}}}}]
 problems: P2
 budgets: 1.0
 objectives: [latency, energy]
-backends: [cpsat, test:raise, test:crash, test:sleep, {{name: cpsat, label: cpsat-bad, options: {{nope: 1}}}}]
+backends: [cpsat, test:raise, test:crash, test:sleep, {{name: cpsat, label: cpsat-bad, options: {{params: {{nope: 1}}}}}}]
 options: {{test:sleep: {{seconds: 120}}}}
 time_limits: 2
 """

@@ -8,7 +8,8 @@ import pytest
 
 from monet_ilp.batch.manifest import MONET_EDGE_TPU_SPACE, ManifestError, load_manifest, parse_manifest
 from monet_ilp.hardware.schema import parse_size
-from tests.batch.conftest import REPO, cli
+from monet_ilp.problems import registry
+from tests.batch.conftest import PLUGIN, REPO, cli
 
 SHIPPED = ("chains", "random_dags", "zoo_remat", "edge_resnet18", "gpt2_small_remat", "tiny_exact")
 
@@ -127,6 +128,10 @@ MALFORMED = [
     ("models: [{chain: {length: 4}}]\nbackends: [dp]\noptions:\n  milp: {milp_solver: cbc}\n", 4,
      "key options.milp", "not listed"),
     ("models:\n  - random: {seed: 3}\nbackends: [dp]\n", 2, "key models[0].random", "needs 'n'"),
+    ("models: [{chain: {length: 4}}]\nbackends:\n  - name: cpsat\n    options: {encodng: 2}\n", 4,
+     "key backends[0].options.encodng", "backend 'cpsat' has no option 'encodng'"),
+    ("models: [{chain: {length: 4}}]\nbackends: [milp]\noptions:\n  milp: {solver: cbc}\n", 4,
+     "key options.milp.solver", "backend 'milp' has no option 'solver'"),
     ("- just\n- a list\n", 1, "line 1", "must be a mapping"),
 ]
 
@@ -138,6 +143,21 @@ def test_malformed_manifests_name_line_and_key(text, line, key, words):
     message = info.value.message
     assert message.startswith("bad.yaml: ") and f"line {line}" in message, message
     assert key in message and words in message, message
+
+
+def test_an_unknown_option_is_refused_in_the_words_of_solve():
+    """The manifest names the file and the key; the problem and the fix are the registry's."""
+    with pytest.raises(ManifestError) as info:
+        parse("models: [{chain: {length: 4}}]\nbackends:\n  - name: dp\n    options: {nope: 1}\n")
+    err = info.value
+    assert err.problem == registry.unknown_option_message("dp", None, ["nope"])
+    assert err.fix == registry.option_fix(registry.options_of("dp")) and "monet-ilp backends" in err.fix
+
+
+def test_options_of_a_plugin_that_declares_none_pass():
+    m = parse(f"models: [{{chain: {{length: 4}}}}]\nplugins: [{PLUGIN}]\n"
+              "backends: [{name: test:sleep, options: {seconds: 1, anything: 2}}]\n")
+    assert m.jobs[0].params["options"] == {"seconds": 1, "anything": 2}
 
 
 def test_plugin_that_cannot_be_imported():
