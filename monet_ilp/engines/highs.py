@@ -161,7 +161,8 @@ def _solve_here(milp: SparseMilp, *, relax: bool, threads: int, until: float | N
         if gap_abs is not None:
             h.setOptionValue("mip_abs_gap", float(gap_abs))
     for name, value in (options or {}).items():
-        h.setOptionValue(name, value)
+        if h.setOptionValue(name, value) != highspy.HighsStatus.kOk:
+            raise ValueError(f"HiGHS refuses the option {name}={value!r}")
     h.passModel(highs_lp(milp, relax=relax))
     if start is not None and not relax:
         solution = highspy.HighsSolution()

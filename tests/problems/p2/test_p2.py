@@ -11,8 +11,10 @@ S and D, one link, integer costs).
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
+import highspy
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -21,13 +23,13 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.problems.p2.data import p2_data, paging_schedule
 from monet_ilp.problems.p2.cpsat import solve_p2_cpsat
-from monet_ilp.problems.p2.milp import solve_p2_milp
+from monet_ilp.problems.p2.milp import P2StageMilp, solve_p2_milp
 from monet_ilp.graph import random_layered, store_all_peak, zoo
 from monet_ilp.hardware.model import OpCost
 from monet_ilp.hardware.presets import preset
 from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem
 from monet_ilp.make import make_instance, p1_instance
-from monet_ilp.solve import BackendResult, Status
+from monet_ilp.solve import BackendResult, Status, solve
 
 WORKERS = 2
 BACKENDS = {
@@ -262,6 +264,24 @@ def test_paging_baseline_fits_the_smallest_budget(n, seed):
     assert inst.budget_bytes == data.min_budget_bytes()
     metrics = evaluate(inst, paging_schedule(data))
     assert metrics.feasible, dict(metrics.violation_counts)
+
+
+@pytest.mark.parametrize("suffix", (".mps", ".lp"))
+def test_export_writes_the_stage_milp_with_its_constant(tmp_path, suffix):
+    """``export`` (what ``monet-ilp solve --export`` passes): the file's optimum is the
+    MILP's, ``weight * compute cost + moves`` with moves < weight, constant included."""
+    inst = mlp_instance(0.9, "compute")
+    path = tmp_path / f"p2{suffix}"
+    result = solve(inst, "milp", workers=WORKERS, export=str(path))
+    assert result.status is Status.OPTIMAL and result.stats["export"] == str(path)
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    assert h.readModel(str(path)) == highspy.HighsStatus.kOk
+    h.run()
+    weight = P2StageMilp(p2_data(inst)).weight
+    assert math.floor(h.getInfo().objective_function_value / weight + 1e-9) == result.objective
+    with pytest.raises(MonetError, match=r"\.mps or \.lp"):
+        solve_p2_milp(inst, export=tmp_path / "p2.txt")
 
 
 def test_bad_options_and_instances_are_refused():
