@@ -134,7 +134,7 @@ def test_p2_short_limits_return_a_verified_schedule_or_nothing(backend, options)
 
 
 # ================================================================== CBC
-def test_cbc_runs_through_pulps_coin_cmd_without_a_deprecation_warning():
+def test_cbc_runs_for_every_class_without_a_deprecation_warning():
     from tests.problems.p3.test_milp import fork
 
     assert cbc_path()
