@@ -17,7 +17,10 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from monet_ilp.engines.cpsat import Hints, integer_bound, run_cpsat
+from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
+from monet_ilp.instance import Instance, Objective
 from monet_ilp.problems.p2.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -30,9 +33,6 @@ from monet_ilp.problems.p2.data import (
     timed_schedule,
     trace_schedule,
 )
-from monet_ilp.engines.cpsat import Hints, integer_bound, run_cpsat
-from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 

@@ -16,6 +16,8 @@ from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
 from monet_ilp.instance import Instance, LinkSpec, Objective, pj_of
 from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
 
@@ -400,8 +402,6 @@ class ScheduleTrace:
 def timed_schedule(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
     """The timed form of a schedule (a Sequence is timed back to back, as in E3)."""
     if isinstance(schedule, Sequence):
-        from monet_ilp.evaluate import evaluate
-
         return evaluate(instance, schedule).schedule
     return schedule
 
@@ -509,9 +509,6 @@ def baseline_schedule(instance: Instance, data: P2Data | None = None) -> Schedul
 
     ``None`` when none fits the budget or the runtime limit.
     """
-    from monet_ilp.evaluate import evaluate
-    from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
-
     best = None
     makers = [store_all_sequence, chen_greedy_sequence, chen_sqrt_sequence]
     if data is not None and data.link is not None:

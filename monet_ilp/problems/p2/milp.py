@@ -19,7 +19,13 @@ from typing import Any
 
 import pulp
 
+from monet_ilp.engines import default_workers
+from monet_ilp.engines.deadline import Deadline, OutOfTime
+from monet_ilp.engines.export import export_path
+from monet_ilp.engines.milp import check_solver
+from monet_ilp.engines.pulp_models import export_problem, solve_pulp
 from monet_ilp.errors import MonetError
+from monet_ilp.instance import Instance, Objective
 from monet_ilp.problems.p2.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_PREFETCHES,
@@ -32,12 +38,6 @@ from monet_ilp.problems.p2.data import (
     timed_schedule,
     trace_schedule,
 )
-from monet_ilp.engines import default_workers
-from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.engines.export import export_path
-from monet_ilp.engines.milp import check_solver
-from monet_ilp.engines.pulp_models import export_problem, solve_pulp
-from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 

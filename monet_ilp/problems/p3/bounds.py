@@ -13,10 +13,11 @@ import math
 import time
 from typing import Any
 
+from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
 
-__all__ = ["Bound", "combinatorial_bounds"]
+__all__ = ["Bound", "combinatorial_bound", "combinatorial_bounds"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,3 +123,16 @@ def _pinning_knapsack(data: P3Data) -> int:
         saved += v * take
         room -= b * take
     return base - int(saved) - (1 if saved != int(saved) else 0)
+
+
+def combinatorial_bound(instance: Instance) -> int | float | None:
+    """The best closed-form lower bound on the instance's objective (``formulations/bounds.md``).
+
+    B1-B5 hold for every schedule, so any backend may report it, also when it stops
+    before its own solver has a bound (``formulations/time_limits.md``).
+    """
+    try:
+        values = [b.value for b in combinatorial_bounds(instance) if b.value is not None]
+    except MonetError:  # a runtime limit below the latency bound: the solver proves it too
+        return None
+    return max(values, default=None)

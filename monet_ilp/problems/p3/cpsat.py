@@ -17,9 +17,12 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from monet_ilp.errors import MonetError
 from monet_ilp.engines.cpsat import Hints, integer_bound, run_cpsat
 from monet_ilp.engines.deadline import Deadline, OutOfTime
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.instance import Instance, Objective
+from monet_ilp.problems.p3.bounds import combinatorial_bound
 from monet_ilp.problems.p3.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -29,12 +32,10 @@ from monet_ilp.problems.p3.data import (
     TransferValue,
     assemble_p3_schedule,
     baseline_schedules,
-    combinatorial_bound,
     p3_data,
     weighted_coefficients,
     weighted_scale,
 )
-from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 
@@ -768,8 +769,6 @@ def solve_p3_cpsat(
     elif start is not None:
         stats["hint"] = "given"
     if isinstance(start, Sequence):
-        from monet_ilp.evaluate import evaluate
-
         start = evaluate(instance, start).schedule
     floor = combinatorial_bound(instance)  # B1-B5 of bounds.md hold for every schedule
     try:

@@ -12,10 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from math import gcd
 from types import MappingProxyType
 from typing import Any, Iterable, Mapping
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.heuristics.memory_aware import memory_aware_schedule
+from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.instance import Instance, Objective, Problem, pj_of
 from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
 
@@ -30,7 +34,6 @@ __all__ = [
     "TransferValue",
     "assemble_p3_schedule",
     "baseline_schedules",
-    "combinatorial_bound",
     "p3_data",
     "weighted_coefficients",
     "weighted_scale",
@@ -234,16 +237,12 @@ def weighted_coefficients(data: P3Data) -> tuple[int, int]:
     alpha = Fraction(data.instance.alpha).limit_denominator(1000)
     a, b = alpha.numerator, alpha.denominator - alpha.numerator
     wl, we = a * int(meta["energy_ref_pj"]), b * int(meta["latency_ref_cycles"])
-    from math import gcd
-
     g = gcd(wl, we) or 1
     return wl // g, we // g
 
 
 def weighted_scale(data: P3Data) -> float:
     """``k`` with ``w_latency · latency + w_energy · energy = k · weighted objective``."""
-    from math import gcd
-
     meta = data.instance.meta
     alpha = Fraction(data.instance.alpha).limit_denominator(1000)
     a, b = alpha.numerator, alpha.denominator - alpha.numerator
@@ -481,10 +480,6 @@ def baseline_schedules(instance: Instance) -> list[tuple[bool, Any, Schedule]]:
     layer and op allocation, as ``(feasible, objective, schedule)`` sorted with the
     evaluator's feasible ones first, then by the instance's objective.
     """
-    from monet_ilp.evaluate import evaluate
-    from monet_ilp.heuristics.memory_aware import memory_aware_schedule
-    from monet_ilp.heuristics.store_all import store_all_schedule
-
     found = []
     for build in (memory_aware_schedule, store_all_schedule):
         for allocate in ("layer", "op"):
@@ -496,18 +491,3 @@ def baseline_schedules(instance: Instance) -> list[tuple[bool, Any, Schedule]]:
             found.append((metrics.feasible, metrics.objective_value, len(found), schedule))
     found.sort(key=lambda t: (not t[0], t[1], t[2]))
     return [(ok, value, schedule) for ok, value, _, schedule in found]
-
-
-def combinatorial_bound(instance: Instance) -> int | float | None:
-    """The best closed-form lower bound on the instance's objective (``formulations/bounds.md``).
-
-    B1-B5 hold for every schedule, so any backend may report it, also when it stops
-    before its own solver has a bound (``formulations/time_limits.md``).
-    """
-    from monet_ilp.problems.p3.bounds import combinatorial_bounds
-
-    try:
-        values = [b.value for b in combinatorial_bounds(instance) if b.value is not None]
-    except MonetError:  # a runtime limit below the latency bound: the solver proves it too
-        return None
-    return max(values, default=None)

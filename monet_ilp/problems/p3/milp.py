@@ -23,12 +23,14 @@ from typing import Any
 
 import pulp
 
-from monet_ilp.errors import MonetError
-from monet_ilp.evaluate import best_verified
 from monet_ilp.engines import default_workers
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, check_solver
 from monet_ilp.engines.pulp_models import export_problem, solve_pulp
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import best_verified, evaluate
+from monet_ilp.instance import Instance, Objective
+from monet_ilp.problems.p3.bounds import combinatorial_bound
 from monet_ilp.problems.p3.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -37,12 +39,10 @@ from monet_ilp.problems.p3.data import (
     TransferValue,
     assemble_p3_schedule,
     baseline_schedules,
-    combinatorial_bound,
     p3_data,
     weighted_coefficients,
     weighted_scale,
 )
-from monet_ilp.instance import Instance, Objective
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
 
@@ -1590,8 +1590,6 @@ def deadline_left(deadline: Deadline) -> bool:
 def _timed(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
     """A timed schedule (a Sequence is timed by the evaluator)."""
     if isinstance(schedule, Sequence):
-        from monet_ilp.evaluate import evaluate
-
         return evaluate(instance, schedule).schedule
     return schedule
 
