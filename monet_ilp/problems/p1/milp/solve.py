@@ -25,6 +25,8 @@ from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.export import export_path, write_model
 from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, SparseMilp, check_solver
+from monet_ilp.heuristics import chen_greedy_sequence, store_all
+from monet_ilp.problems.p1.cpsat import min_budget
 from monet_ilp.problems.p1.milp.constraints import add_constraints
 from monet_ilp.problems.p1.milp.objectives import total_compute_cost
 from monet_ilp.problems.p1.milp.rounding import (
@@ -273,7 +275,7 @@ def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
 
     ``monet_ilp.problems.p1.cpsat.min_budget`` returns ``(bytes, proven)`` within the
     time ``deadline`` has left (at most :data:`MIN_BUDGET_SECONDS`); with no time left,
-    or when it cannot be imported or fails, the message states the budget only.
+    or when it fails, the message states the budget only.
     """
     data = built.data
     what = "even the LP relaxation is infeasible" if lp else "no schedule in stage form fits"
@@ -284,10 +286,6 @@ def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
     deadline = deadline or Deadline(None)
     if deadline.passed():
         return text + "; the minimum feasible budget was not searched (time limit)"
-    try:
-        from monet_ilp.problems.p1.cpsat import min_budget
-    except Exception:  # the CP-SAT backend is optional here
-        return text
     try:
         found = min_budget(instance, deadline=deadline.sub(at_most=MIN_BUDGET_SECONDS))
     except Exception:
@@ -316,8 +314,6 @@ def baseline_sequences(instance: Instance, deadline: Deadline) -> list[tuple[str
     The start candidates of the MILP, and what the backend returns when the time runs
     out before the solver has a schedule (``formulations/time_limits.md``).
     """
-    from monet_ilp.heuristics import chen_greedy_sequence, store_all
-
     found: list[tuple[str, Sequence]] = []
     makers = (("store_all", store_all),
               ("greedy", lambda inst: chen_greedy_sequence(inst, deadline=deadline)))
