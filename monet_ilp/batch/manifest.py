@@ -445,10 +445,12 @@ def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str,
     if "backends" not in data:
         raise w.error(data, None, "backends", "the manifest lists no backends",
                       f"add backends: [...], from: {', '.join(known)}")
-    out, labels = [], {}
+    out: list[tuple[str, str, dict[str, Any]]] = []
+    labels: dict[str, int] = {}
     for i, entry in enumerate(entries):
         where = f"backends[{i}]"
-        container, index = entries, i
+        container: _Map | _Seq = entries
+        index: str | int = i
         own = _Map()
         if isinstance(entry, _Map):
             _unknown_keys(w, entry, ("name", "label", "options"), f"{where}.")

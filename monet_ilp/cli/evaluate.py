@@ -18,7 +18,7 @@ from monet_ilp.units import human_bytes
 
 if TYPE_CHECKING:
     from monet_ilp.evaluate import Metrics
-    from monet_ilp.schedule import Schedule, Sequence
+    from monet_ilp.schedule import Schedule
 
 __all__ = ["baseline_cmd", "evaluate_cmd", "print_metrics", "runs_per_core"]
 
@@ -48,7 +48,7 @@ def print_metrics(metrics: Metrics, inst: Instance, title: str) -> None:
         console.print(f"  ... and {len(metrics.violations) - 20} more")
 
 
-def runs_per_core(schedule: Schedule | Sequence, inst: Instance) -> str:
+def runs_per_core(schedule: Schedule, inst: Instance) -> str:
     """``pe_0 120, pe_1 7, pe_2 0``: shows at a glance how a schedule uses the cores."""
     runs = {core.id: 0 for core in inst.cores}
     for run in schedule.ops:

@@ -78,8 +78,8 @@ def show(table: Table, to: Console | None = None) -> None:
         record = Table.grid(padding=(0, 1))
         record.add_column(style="bold", no_wrap=True)
         record.add_column(overflow="fold")
-        for header, column in zip(headers, cells, strict=True):
-            record.add_row(f"{header}:", column[row])
+        for header, values in zip(headers, cells, strict=True):
+            record.add_row(f"{header}:", values[row])
         out.print(record)
         out.print()
     if table.caption:

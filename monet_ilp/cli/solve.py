@@ -110,16 +110,16 @@ def solve_cmd(path: str, backend: str, time_limit: float, workers: int, budget: 
         # Store-all is the reference even where it breaks the budget; the label says so.
         label = "vs store-all" + ("" if reference.feasible else " (over budget)")
         table.add_row(label, f"{100 * (result.objective / reference.objective_value - 1):+.2f} %")
-    if result.metrics is not None and result.schedule is not None and len(inst.cores) > 1:
+    if result.metrics is not None and len(inst.cores) > 1:
         m = result.metrics
         table.add_row("latency", f"{m.latency_cycles:,} cycles")
         table.add_row("energy", f"{m.energy.total_pj:,} pJ")
         for core in inst.cores:
-            runs = sum(1 for r in result.schedule.ops if r.core == core.id)
+            runs = sum(1 for r in m.schedule.ops if r.core == core.id)
             table.add_row(f"{core.id}", f"{runs} runs, peak {human_bytes(m.peak_bytes[core.memory])} "
                                         f"of {human_bytes(inst.memory(core.memory).capacity_bytes)}")
         table.add_row("recomputations / transfers / pins",
-                      f"{m.recomputations} / {m.transfers} / {len(result.schedule.pinned)}")
+                      f"{m.recomputations} / {m.transfers} / {len(m.schedule.pinned)}")
     show(table)
     if result.message:
         console.print(result.message, markup=False, highlight=False)

@@ -6,7 +6,12 @@ import textwrap
 
 import pytest
 
-from monet_ilp.batch.manifest import MONET_EDGE_TPU_SPACE, ManifestError, load_manifest, parse_manifest
+from monet_ilp.batch.manifest import (
+    MONET_EDGE_TPU_SPACE,
+    ManifestError,
+    load_manifest,
+    parse_manifest,
+)
 from monet_ilp.hardware.schema import parse_size
 from monet_ilp.problems import registry
 from tests.batch.conftest import PLUGIN, REPO, cli
