@@ -12,11 +12,12 @@ from __future__ import annotations
 import random
 
 import highspy
+import pulp
 import pytest
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
-from monet_ilp.problems.p3.milp import P3Milp, _core_automorphisms, solve_p3_milp
+from monet_ilp.problems.p3.milp import P3Milp, core_automorphisms, solve_p3_milp, start_values
 from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.graph.node_link import from_node_link
@@ -222,18 +223,17 @@ def test_a_solution_reads_back_as_a_warm_start():
     inst = dag(4, 2, capacity=19)
     result = milp(inst, time_limit=30)
     model = P3Milp(p3_data(inst), horizon=result.objective)
-    assert model.start_values(result.schedule) is not None
-    import pulp
-
+    assert start_values(model, result.schedule) is not None
     assert pulp.value(model.primary) == result.objective
     # a schedule outside the horizon is refused
-    assert P3Milp(p3_data(inst), horizon=result.objective - 1).start_values(result.schedule) is None
+    shorter = P3Milp(p3_data(inst), horizon=result.objective - 1)
+    assert start_values(shorter, result.schedule) is None
 
 
 def test_interchangeable_cores_are_found():
-    assert len(_core_automorphisms(p3_data(mlp()))) == 2
-    assert len(_core_automorphisms(p3_data(mlp(hw=preset("hetero_quad"))))) == 2
-    assert len(_core_automorphisms(p3_data(dag(5, 1)))) == 1
+    assert len(core_automorphisms(p3_data(mlp()))) == 2
+    assert len(core_automorphisms(p3_data(mlp(hw=preset("hetero_quad"))))) == 2
+    assert len(core_automorphisms(p3_data(dag(5, 1)))) == 1
 
 
 def test_export_and_option_errors(tmp_path):

@@ -1,252 +1,44 @@
-"""P3 as a disjunctive MILP (PuLP, solved by HiGHS or CBC), for small instances.
+"""The disjunctive MILP of P3 (``formulations/p3_milp.md``): columns, rows, objective, values.
 
-The MILP backend of P3 (``formulations/p3_problem.md``, the class K3); the mathematics,
-with the labels cited below (X, W, M, O), is ``formulations/p3_milp.md``.  Runs are
-optional (op, run number, core, variant) choices with integer starts; every copy of an
-item in a memory has a free time; reads and transfers choose the copy they use; cores
-and links are disjunctive resources (big-M, from time windows), and each memory's
-capacity is checked at every copy's allocation with pairwise order binaries.  Each
-better schedule found shortens the horizon, and the model is rebuilt with the tighter
-big-Ms that follow (S1).  The data step and the schedule assembly are shared with the
-CP-SAT model (:mod:`monet_ilp.problems.p3.data`).
+:class:`P3Milp` builds the model of one :class:`~monet_ilp.problems.p3.data.P3Data`
+(X1-X8, W1, M1-M15, O1-O3), checking the deadline at every column, row and pair
+considered, and reads a solution back as a timed schedule.  It is a PuLP model, solved
+by the engines (:mod:`monet_ilp.engines.pulp_models`).
 """
 
 from __future__ import annotations
 
-import itertools
-import math
 import time
-from dataclasses import dataclass, field
 from graphlib import TopologicalSorter
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulp
 
-from monet_ilp.engines import default_workers
-from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, check_solver
-from monet_ilp.engines.pulp_models import export_problem, solve_pulp
-from monet_ilp.errors import MonetError
-from monet_ilp.evaluate import best_verified, evaluate
-from monet_ilp.instance import Instance, Objective
-from monet_ilp.problems.p3.bounds import combinatorial_bound
+from monet_ilp.instance import Objective
 from monet_ilp.problems.p3.data import (
-    DEFAULT_MAX_COMPUTES,
-    DEFAULT_MAX_TRANSFERS,
     P3Data,
     RunValue,
     TransferValue,
     assemble_p3_schedule,
-    baseline_schedules,
-    p3_data,
     weighted_coefficients,
-    weighted_scale,
 )
-from monet_ilp.results import BackendResult, Status
-from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
+from monet_ilp.problems.p3.milp.records import (
+    CopySlot,
+    RunSlot,
+    Solution,
+    TransferSlot,
+    is_on,
+    value_of,
+)
+from monet_ilp.problems.p3.milp.symmetry import Symmetry, core_automorphisms
 
-__all__ = ["P3Milp", "solve_p3_milp"]
+if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
+    from monet_ilp.schedule import Schedule
 
-#: HiGHS's integrality and feasibility tolerances: times are read back rounded, and a
-#: big-M row with a binary off by ``tol`` moves a time by ``tol * horizon`` cycles.
-_TOLERANCE = 1e-7
-_HIGHS_OPTIONS = {"mip_feasibility_tolerance": _TOLERANCE,
-                  "primal_feasibility_tolerance": _TOLERANCE}
-_OPTIONS = ("milp_solver", "max_computes", "max_transfers", "colocate", "allow_recompute",
-            "allow_offload", "allow_pin", "export", "msg", "log", "use_baseline_hint",
-            "recompute_after_first", "fixed_order")
-
-
-# ====================================================================== model parts
-@dataclass(eq=False)  # compared by identity: fields hold solver columns
-class _Run:
-    """X1, X2: run ``number`` of op ``op``; ``z[(core, pinned)]`` chooses core and variant."""
-
-    index: int
-    op: int
-    number: int
-    start: Any
-    z: dict[tuple[str, bool], Any]
-    cycles: dict[tuple[str, bool], int]
-    energy: dict[tuple[str, bool], int]
-    memory_of: dict[str, str]
-    est: int = 0  # W1: earliest start when present
-    lst: int = 0  # latest start
-
-    @property
-    def mandatory(self) -> bool:
-        return self.number == 0
-
-    @property
-    def cores(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(c for c, _ in self.z))
-
-    @property
-    def memories(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(self.memory_of[c] for c in self.cores))
-
-    @property
-    def present(self):
-        return pulp.lpSum(self.z.values())
-
-    @property
-    def duration(self):
-        return pulp.lpSum(self.cycles[key] * z for key, z in self.z.items())
-
-    @property
-    def end(self):
-        return self.start + self.duration
-
-    def on(self, core: str):
-        return pulp.lpSum(z for (c, _), z in self.z.items() if c == core)
-
-    def in_memory(self, memory: str):
-        return pulp.lpSum(z for (c, _), z in self.z.items() if self.memory_of[c] == memory)
-
-    @property
-    def dmin(self) -> int:
-        return min(self.cycles.values())
-
-    @property
-    def lft(self) -> int:  # latest finish
-        return self.lst + max(self.cycles.values())
-
-    @property
-    def low(self) -> int:  # the least start, present or not (an absent run starts at 0)
-        return self.est if self.mandatory else 0
+__all__ = ["P3Milp"]
 
 
-@dataclass(eq=False)  # compared by identity: fields hold solver columns
-class _Transfer:
-    """X4: transfer ``number`` of item ``item`` into ``dst``; ``w[r]`` chooses route ``r``."""
-
-    index: int
-    item: int
-    dst: str
-    number: int
-    start: Any
-    w: dict[int, Any]
-    routes: dict[int, Any]  # route index -> P3Route
-    est: int = 0
-    lst: int = 0
-
-    mandatory = False
-
-    @property
-    def present(self):
-        return pulp.lpSum(self.w.values())
-
-    @property
-    def duration(self):
-        return pulp.lpSum(self.routes[r].cycles * w for r, w in self.w.items())
-
-    @property
-    def end(self):
-        return self.start + self.duration
-
-    @property
-    def links(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(route.link for route in self.routes.values()))
-
-    @property
-    def sources(self) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(route.src for route in self.routes.values()))
-
-    def on_link(self, link: str):
-        return pulp.lpSum(w for r, w in self.w.items() if self.routes[r].link == link)
-
-    def from_memory(self, memory: str):
-        return pulp.lpSum(w for r, w in self.w.items() if self.routes[r].src == memory)
-
-    @property
-    def dmin(self) -> int:
-        return min(route.cycles for route in self.routes.values())
-
-    @property
-    def lft(self) -> int:
-        return self.lst + max(route.cycles for route in self.routes.values())
-
-    @property
-    def low(self) -> int:
-        return 0
-
-
-@dataclass(eq=False)  # compared by identity: fields hold solver columns
-class _Copy:
-    """X5: a copy of an item (graph input, run copy or transfer copy) and its free time."""
-
-    index: int
-    item: int
-    kind: str  # "input" | "run" | "transfer"
-    memories: tuple[str, ...]
-    free: Any
-    run: _Run | None = None
-    transfer: _Transfer | None = None
-    home: str | None = None  # the input's memory
-
-    @property
-    def owner(self):
-        return self.run if self.kind == "run" else self.transfer
-
-    def present_in(self, memory: str):
-        if self.kind == "input":
-            return 1 if memory == self.home else 0
-        if self.kind == "run":
-            return self.run.in_memory(memory)
-        return self.transfer.present if memory == self.transfer.dst else 0
-
-    @property
-    def present(self):
-        return 1 if self.kind == "input" else self.owner.present
-
-    @property
-    def alloc(self):
-        return 0 if self.kind == "input" else self.owner.start
-
-    @property
-    def ready(self):
-        return 0 if self.kind == "input" else self.owner.end
-
-    @property
-    def fixed_memory(self) -> bool:
-        return len(self.memories) == 1
-
-    @property
-    def alloc_low(self) -> int:  # the least alloc, present or not
-        return 0 if self.kind == "input" else self.owner.low
-
-    @property
-    def alloc_high(self) -> int:
-        return 0 if self.kind == "input" else self.owner.lst
-
-    @property
-    def ready_high(self) -> int:
-        return 0 if self.kind == "input" else self.owner.lft
-
-
-@dataclass
-class _Solution:
-    """The solver's values, rounded: what runs where, what moves, who reads what."""
-
-    runs: dict[int, tuple[str, bool, int]] = field(default_factory=dict)  # core, pinned, start
-    transfers: dict[int, tuple[int, int]] = field(default_factory=dict)  # transfer -> route, start
-    frees: dict[int, int] = field(default_factory=dict)  # copy -> free time
-    reads: dict[tuple[int, int], int] = field(default_factory=dict)  # (run, item) -> copy
-    sources: dict[int, int] = field(default_factory=dict)  # transfer -> copy
-    pins: list[tuple[int, str]] = field(default_factory=list)
-
-
-def _value(x) -> float:
-    v = pulp.value(x)
-    return 0.0 if v is None else float(v)
-
-
-def _on(x) -> bool:
-    return _value(x) > 0.5
-
-
-# ====================================================================== the model
 class P3Milp:
     """The disjunctive MILP of ``formulations/p3_milp.md`` for one :class:`P3Data`.
 
@@ -266,20 +58,20 @@ class P3Milp:
         self.recompute_after_first = recompute_after_first
         self.H = data.horizon() if horizon is None else max(1, min(int(horizon), data.horizon()))
         self.problem = pulp.LpProblem("p3_milp", pulp.LpMinimize)
-        self.runs: list[_Run] = []
-        self.runs_of: list[list[_Run]] = []
-        self.transfers: list[_Transfer] = []
-        self.copies: list[_Copy] = []
-        self.copies_of: dict[int, list[_Copy]] = {}
-        self.run_copies: dict[int, list[_Copy]] = {}
-        self.transfer_copy: dict[int, _Copy] = {}
+        self.runs: list[RunSlot] = []
+        self.runs_of: list[list[RunSlot]] = []
+        self.transfers: list[TransferSlot] = []
+        self.copies: list[CopySlot] = []
+        self.copies_of: dict[int, list[CopySlot]] = {}
+        self.run_copies: dict[int, list[CopySlot]] = {}
+        self.transfer_copy: dict[int, CopySlot] = {}
         self.pin: dict[tuple[int, str], Any] = {}
         self.reads: dict[tuple[int, int], dict[tuple[int, str], Any]] = {}
         self.sources: dict[int, dict[tuple[int, str], Any]] = {}
         self.binding: tuple[str, ...] = ()
         self.core_order: dict[tuple[int, int], Any] = {}  # (run a, run b) -> "a before b"
         self.lambdas: list[tuple[Any, Any]] = []  # (lam, expr): lam >= expr (M11f)
-        self.symmetries: list[_Symmetry] = []
+        self.symmetries: list[Symmetry] = []
         self.static = None
         self.contradiction = ""
         self.makespan = self.problem.add_variable("makespan", 0, self.H, pulp.LpInteger)
@@ -362,7 +154,7 @@ class P3Milp:
                         cycles[(c, pinned)] = op.pinned_cycles[c] if pinned else op.cycles[c]
                         energy[(c, pinned)] = op.pinned_energy_pj[c] if pinned else op.energy_pj[c]
                 start = self.problem.add_variable(f"s_{op.index}_{k}", 0, H, pulp.LpInteger)
-                run = _Run(len(self.runs), op.index, k, start, z, cycles, energy,
+                run = RunSlot(len(self.runs), op.index, k, start, z, cycles, energy,
                            dict(data.memory_of))
                 self.runs.append(run)
                 runs.append(run)
@@ -394,7 +186,7 @@ class P3Milp:
                     w = {r: self._binary(f"w_{item.index}_{mi}_{t}_{r}") for r in routes}
                     start = self.problem.add_variable(f"x_{item.index}_{mi}_{t}", 0, H,
                                                       pulp.LpInteger)
-                    self.transfers.append(_Transfer(len(self.transfers), item.index, m, t, start, w,
+                    self.transfers.append(TransferSlot(len(self.transfers), item.index, m, t, start, w,
                                                     routes))
 
     def _copy_variables(self) -> None:
@@ -403,10 +195,10 @@ class P3Milp:
         for item in data.items:
             copies = []
 
-            def add(kind: str, memories, **kw) -> _Copy:
+            def add(kind: str, memories, **kw) -> CopySlot:
                 q = len(self.copies)
                 free = self.problem.add_variable(f"f_{q}", 0, H, pulp.LpInteger)
-                copy = _Copy(q, item.index, kind, tuple(memories), free, **kw)
+                copy = CopySlot(q, item.index, kind, tuple(memories), free, **kw)
                 self.copies.append(copy)
                 copies.append(copy)
                 return copy
@@ -561,7 +353,7 @@ class P3Milp:
 
     def _transfer_constraints(self) -> None:
         """M4: one route per transfer; an item's transfers into a memory numbered by start (L1)."""
-        previous: dict[tuple[int, str], _Transfer] = {}
+        previous: dict[tuple[int, str], TransferSlot] = {}
         for x in self.transfers:
             if len(x.w) > 1:
                 self._add(x.present <= 1, f"M4a_{x.index}")
@@ -653,7 +445,7 @@ class P3Milp:
 
     def _fixed_order(self, a, b) -> bool:
         """W2: True when a starts strictly before b whenever both use one resource."""
-        if isinstance(a, _Transfer):
+        if isinstance(a, TransferSlot):
             return (a.item, a.dst) == (b.item, b.dst) and a.number < b.number and b.dmin >= 1
         if a.op == b.op:
             return a.number < b.number and b.dmin >= 1
@@ -693,7 +485,7 @@ class P3Milp:
     def _core_constraints(self) -> None:
         """M9 (K5): runs on one core do not overlap."""
         data = self.data
-        on = lambda run, c: run.on(c)  # noqa: E731
+        on = lambda run, c: run.on(c)
         for a_pos, a in enumerate(self.runs):
             self._pos = (a_pos, len(self.runs))
             for b in self.runs[a_pos + 1:]:
@@ -705,7 +497,7 @@ class P3Milp:
 
     def _link_constraints(self) -> None:
         """M10 (K5): transfers on one link do not overlap."""
-        on = lambda x, link: x.on_link(link)  # noqa: E731
+        on = lambda x, link: x.on_link(link)
         for a_pos, a in enumerate(self.transfers):
             self._pos = (a_pos, len(self.transfers))
             for b in self.transfers[a_pos + 1:]:
@@ -796,7 +588,7 @@ class P3Milp:
                 self._add(size * q.present_in(m) + held + pulp.lpSum(b * t for b, t in terms)
                           <= cap + (most - cap) * (1 - q.present_in(m)), f"M11g_{q.index}_{mi}")
 
-    def _term(self, other: _Copy, m: str, flag, name: str):
+    def _term(self, other: CopySlot, m: str, flag, name: str):
         """``flag`` if ``other`` can only be in m, else a variable that is 1 when ``flag`` and
         ``other`` is in m (M11f); an absent copy can always be put 'gone before'."""
         if other.fixed_memory:
@@ -807,7 +599,7 @@ class P3Milp:
         self.lambdas.append((lam, expr))
         return lam
 
-    def _run_order(self, q1: _Copy, q2: _Copy, shared: list[str]):
+    def _run_order(self, q1: CopySlot, q2: CopySlot, shared: list[str]):
         """"q1's run before q2's" from the core order (M9) when both are run copies, every
         shared memory belongs to one core, and no run is empty (else None)."""
         if q1.kind != "run" or q2.kind != "run" or q1.run.dmin < 1 or q2.run.dmin < 1:
@@ -822,7 +614,7 @@ class P3Milp:
             return 1 - self.core_order[(b, a)]
         return None
 
-    def _run_pair(self, q1: _Copy, q2: _Copy, shared: list[str], order, counted) -> None:
+    def _run_pair(self, q1: CopySlot, q2: CopySlot, shared: list[str], order, counted) -> None:
         """M11 for two run copies on one core: the core order (M9) says which arrives first,
         so only 'gone before the other arrives' needs a binary per direction (G12, G21)."""
         data, H = self.data, self.H
@@ -891,7 +683,7 @@ class P3Milp:
     def _symmetry_constraints(self) -> None:
         """M15: interchangeable cores (a permutation that maps every cost, memory, link and
         pin onto itself): the first op's first run goes to the first core of its orbit."""
-        self.symmetries = _core_automorphisms(self.data)
+        self.symmetries = core_automorphisms(self.data)
         if len(self.symmetries) <= 1:
             return
         data = self.data
@@ -956,32 +748,32 @@ class P3Milp:
         }
 
     # ------------------------------------------------------------ solutions
-    def solution(self) -> _Solution:
+    def solution(self) -> Solution:
         """The solver's values, rounded (X1-X6)."""
-        sol = _Solution()
+        sol = Solution()
         for run in self.runs:
-            chosen = [key for key, z in run.z.items() if _on(z)]
+            chosen = [key for key, z in run.z.items() if is_on(z)]
             if chosen:
                 c, pinned = chosen[0]
-                sol.runs[run.index] = (c, pinned, int(round(_value(run.start))))
+                sol.runs[run.index] = (c, pinned, int(round(value_of(run.start))))
         for x in self.transfers:
-            chosen = [r for r, w in x.w.items() if _on(w)]
+            chosen = [r for r, w in x.w.items() if is_on(w)]
             if chosen:
-                sol.transfers[x.index] = (chosen[0], int(round(_value(x.start))))
+                sol.transfers[x.index] = (chosen[0], int(round(value_of(x.start))))
         for q in self.copies:
-            sol.frees[q.index] = int(round(_value(q.free)))
+            sol.frees[q.index] = int(round(value_of(q.free)))
         for (run, i), choice in self.reads.items():
             for (q, _), y in choice.items():
-                if _on(y):
+                if is_on(y):
                     sol.reads[(run, i)] = q
         for x, choice in self.sources.items():
             for (q, _), y in choice.items():
-                if _on(y):
+                if is_on(y):
                     sol.sources[x] = q
-        sol.pins = [(p, m) for (p, m), x in self.pin.items() if _on(x)]
+        sol.pins = [(p, m) for (p, m), x in self.pin.items() if is_on(x)]
         return sol
 
-    def prune(self, sol: _Solution) -> _Solution:
+    def prune(self, sol: Solution) -> Solution:
         """Drop what serves nothing: transfers and recomputations none of whose copies is used.
 
         Ties in the objective (latency makes moves free) let the solver keep them;
@@ -1001,11 +793,11 @@ class P3Milp:
                 del transfers[x]
             for r in drop_r:
                 del runs[r]
-        return _Solution(runs, transfers, sol.frees,
+        return Solution(runs, transfers, sol.frees,
                          {k: q for k, q in sol.reads.items() if k[0] in runs},
                          {x: q for x, q in sol.sources.items() if x in transfers}, sol.pins)
 
-    def _copy_memory(self, q: _Copy, sol: _Solution) -> str | None:
+    def _copy_memory(self, q: CopySlot, sol: Solution) -> str | None:
         """Where copy q is in the solution (None: it does not exist)."""
         if q.kind == "input":
             return q.home
@@ -1014,7 +806,7 @@ class P3Milp:
             return None if got is None else self.data.memory_of[got[0]]
         return q.transfer.dst if q.transfer.index in sol.transfers else None
 
-    def schedule(self, sol: _Solution, meta: dict[str, Any]) -> tuple[Schedule, dict[str, Any]]:
+    def schedule(self, sol: Solution, meta: dict[str, Any]) -> tuple[Schedule, dict[str, Any]]:
         """The timed schedule of a (pruned) solution; every copy is freed at its free time,
         or at the makespan if that comes first."""
         data = self.data
@@ -1034,16 +826,13 @@ class P3Milp:
         return assemble_p3_schedule(data, runs, transfers, frees, sol.pins, meta)
 
     # ---------------------------------------------------------------- hints
-    def start_values(self, schedule: Schedule) -> dict[str, float] | None:
-        """Values of every column for a timed schedule of K3 that satisfy every row, or None.
+    def accepts(self, values: dict[str, float]) -> bool:
+        """Whether column values (a warm start, :func:`.start.start_values`) meet every row
+        and bound.
 
-        The schedule is read completely (runs, variants, pins, transfers and their
-        sources, frees, reads, every order binary); a schedule outside K3 as the model
-        spells it, or one that breaks a row (e.g. a capacity), gives None.
+        The values are set on the columns first, with every ``λ`` at the least value M11f
+        allows and the static energy of the makespan (both also written to ``values``).
         """
-        values = _StartValues(self, self.canonical(schedule)).values()
-        if values is None:
-            return None
         for var in self.problem.variables():
             var.varValue = values.get(var.name, 0.0)
         for lam, expr in self.lambdas:  # the least value M11f allows
@@ -1061,561 +850,6 @@ class P3Milp:
             if not c.valid(1e-6):
                 ok = False
                 break
-        ok = ok and all((v.lowBound is None or v.varValue >= v.lowBound - 1e-9)
-                        and (v.upBound is None or v.varValue <= v.upBound + 1e-9)
-                        for v in self.problem.variables())
-        return values if ok else None
-
-
-# ====================================================================== symmetry
-@dataclass(frozen=True)
-class _Symmetry:
-    """A permutation of the cores mapping the instance onto itself, with its memories and links."""
-
-    core: dict[str, str]
-    memory: dict[str, str]
-    link: dict[str, str]
-
-    def apply(self, schedule: Schedule) -> Schedule:
-        mem = lambda m: self.memory.get(m, m)  # noqa: E731
-        return Schedule(
-            tuple(sorted(OpRun(r.start, r.end, r.op, r.instance, self.core[r.core])
-                         for r in schedule.ops)),
-            tuple(sorted(Transfer(t.start, t.end, t.tensor, mem(t.src), mem(t.dst),
-                                  self.link[t.link]) for t in schedule.transfers)),
-            tuple(sorted(Free(f.time, f.tensor, mem(f.memory)) for f in schedule.frees)),
-            tuple(sorted((t, mem(m)) for t, m in schedule.pinned)), schedule.meta)
-
-
-def _core_automorphisms(data: P3Data) -> list[_Symmetry]:
-    """Permutations of the cores under which the instance is the same (identity included).
-
-    Up to 6 cores, each with its own SRAM: costs, SRAMs, links (endpoints and
-    parameters) and the memories each tensor may be pinned in must map onto themselves.
-    """
-    cores = data.cores
-    if len(cores) > 6 or len(set(data.memory_of.values())) != len(cores):
-        return []
-    inst = data.instance
-    mem = {m.id: m for m in inst.memories}
-    sig_mem = lambda m: (mem[m].capacity_bytes, mem[m].read_fj_per_byte,  # noqa: E731
-                         mem[m].write_fj_per_byte, mem[m].kind)
-    sig_link = lambda k: (k.bandwidth_num, k.bandwidth_den, k.latency_cycles,  # noqa: E731
-                          k.fj_per_byte)
-    tables = [(op.cycles, op.energy_pj, op.pinned_cycles, op.pinned_energy_pj) for op in data.ops]
-    found = []
-    for perm in itertools.permutations(cores):
-        g = dict(zip(cores, perm))
-        mu = {data.memory_of[c]: data.memory_of[g[c]] for c in cores}
-        image = lambda m: mu.get(m, m)  # noqa: E731
-        if any(sig_mem(a) != sig_mem(b) for a, b in mu.items()):
-            continue
-        if any(table.get(c) != table.get(g[c])
-               for group in tables for table in group for c in cores):
-            continue
-        if any(sorted(map(image, p.pin_memories)) != sorted(p.pin_memories)
-               for p in data.persistent):
-            continue
-        links, free = {}, list(inst.links)
-        for link in inst.links:
-            ends = sorted(map(image, link.endpoints))
-            match = next((k for k in free if sorted(k.endpoints) == ends
-                          and sig_link(k) == sig_link(link)), None)
-            if match is None:
-                break
-            links[link.id] = match.id
-            free.remove(match)
-        if len(links) == len(inst.links) and image(data.input_home) == data.input_home:
-            found.append(_Symmetry(g, mu, links))
-    return found
-
-
-# ====================================================================== warm start
-class _Outside(Exception):
-    """The schedule is not in K3 as the model spells it (then it is no warm start)."""
-
-
-class _StartValues:
-    """Reads a timed schedule into the model's columns (X1-X8)."""
-
-    def __init__(self, model: P3Milp, schedule: Schedule):
-        self.model = model
-        self.schedule = schedule
-        self.v: dict[str, float] = {}
-
-    def set(self, var, value) -> None:
-        if var is not None and not isinstance(var, (int, float)):
-            self.v[var.name] = float(value)
-
-    def values(self) -> dict[str, float] | None:
-        try:
-            return self._read()
-        except (_Outside, KeyError, IndexError, StopIteration):
-            return None
-
-    def _read(self) -> dict[str, float]:
-        m, data, s = self.model, self.model.data, self.schedule
-        op_index = {op.id: op.index for op in data.ops}
-        p_index = {p.id: p.index for p in data.persistent}
-        pinned_at: dict[int, str] = {}
-        for t, mem in s.pinned:
-            if (p_index.get(t), mem) not in m.pin or p_index[t] in pinned_at:
-                raise _Outside
-            pinned_at[p_index[t]] = mem
-        for (p, mem), x in m.pin.items():
-            self.set(x, pinned_at.get(p) == mem)
-        # runs (X1, X2)
-        timed: dict[int, tuple[int, int, str]] = {}  # run -> start, end, memory
-        by_op: dict[int, list] = {}
-        for r in s.ops:
-            by_op.setdefault(op_index[r.op], []).append(r)
-        for op in data.ops:
-            given = sorted(by_op.get(op.index, []), key=lambda r: (r.start, r.end))
-            if not given or len(given) > op.max_runs:
-                raise _Outside
-            for run in m.runs_of[op.index]:
-                chosen = None
-                if run.number < len(given):
-                    g = given[run.number]
-                    mem = data.memory_of[g.core]
-                    use_pin = (g.core in op.pinned_cycles and bool(op.persistent_reads)
-                               and all(pinned_at.get(p) == mem for p in op.persistent_reads))
-                    chosen = (g.core, use_pin)
-                    if chosen not in run.z or run.cycles[chosen] != g.end - g.start:
-                        raise _Outside
-                    timed[run.index] = (g.start, g.end, mem)
-                for key, z in run.z.items():
-                    self.set(z, key == chosen)
-                self.set(run.start, timed[run.index][0] if chosen else 0)
-        # transfers (X4)
-        item_of = {it.tensors[0]: it.index for it in data.items}
-        moves: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
-        for tr in sorted(s.transfers):
-            i = item_of[tr.tensor]
-            item = data.items[i]
-            if len(item.tensors) != 1:
-                raise _Outside
-            route = next(r for r, rt in enumerate(item.routes)
-                         if (rt.src, rt.dst, rt.link) == (tr.src, tr.dst, tr.link))
-            moves.setdefault((i, tr.dst), []).append((tr.start, tr.end, route))
-        placed: dict[int, tuple[int, int, str, int]] = {}  # transfer -> start, end, dst, route
-        slots = {(x.item, x.dst, x.number): x for x in m.transfers}
-        for (i, dst), given in moves.items():
-            for n, (start, end, route) in enumerate(given):
-                x = slots.get((i, dst, n))
-                if x is None or route not in x.w:
-                    raise _Outside
-                placed[x.index] = (start, end, dst, route)
-        for x in m.transfers:
-            got = placed.get(x.index)
-            for r, w in x.w.items():
-                self.set(w, got is not None and got[3] == r)
-            self.set(x.start, got[0] if got else 0)
-        # copies (X5): alloc, ready, memory, free (the first free at or after the alloc)
-        frees: dict[tuple[str, str], list[int]] = {}
-        for f in s.frees:
-            frees.setdefault((f.tensor, f.memory), []).append(f.time)
-        makespan = s.makespan
-        life: dict[int, tuple[int, int, int, str]] = {}
-        for q in m.copies:
-            if q.kind == "input":
-                alloc, ready, mem = 0, 0, q.home
-            elif q.kind == "run" and q.run.index in timed:
-                alloc, ready, mem = timed[q.run.index]
-            elif q.kind == "transfer" and q.transfer.index in placed:
-                alloc, ready, mem, _ = placed[q.transfer.index]
-            else:
-                self.set(q.free, 0)
-                continue
-            tensor = data.items[q.item].tensors[0]
-            # A free at a copy's own allocation belongs to the copy before it (E1.6), except
-            # for a graph input's copy, which may be freed at time 0.
-            free = min((t for t in frees.get((tensor, mem), ())
-                        if t > alloc or (q.kind == "input" and t >= alloc)), default=makespan)
-            life[q.index] = (alloc, ready, free, mem)
-            self.set(q.free, free)
-        # reads and sources (X6)
-        for (r, _), choice in m.reads.items():
-            pick = None
-            if r in timed:
-                st, en, mem = timed[r]
-                pick = next(key for key in choice if key[1] == mem and key[0] in life
-                            and life[key[0]][3] == mem and life[key[0]][1] <= st
-                            and life[key[0]][2] >= en)
-            for key, y in choice.items():
-                self.set(y, key == pick)
-        for x, choice in m.sources.items():
-            pick = None
-            if x in placed:
-                st, en, _, route = placed[x]
-                src = m.transfers[x].routes[route].src
-                pick = next(key for key in choice if key[1] == src and key[0] in life
-                            and life[key[0]][3] == src and life[key[0]][1] <= st
-                            and life[key[0]][2] >= en)
-            for key, y in choice.items():
-                self.set(y, key == pick)
-        # order binaries (X7) from the times, and the makespan (X8)
-        layers = sorted({op.layer for op in data.ops if op.layer})
-        for var in m.problem.variables():
-            name = var.name
-            if name in self.v:
-                continue
-            parts = name.split("_")
-            tag = parts[0]
-            if tag == "o9":
-                a, b = int(parts[1]), int(parts[2])
-                self.set(var, a in timed and b in timed and timed[a][1] <= timed[b][0])
-            elif tag == "o10":
-                a, b = int(parts[1]), int(parts[2])
-                self.set(var, a in placed and b in placed and placed[a][1] <= placed[b][0])
-            elif tag == "oq":  # 1: a's copy first, or a not in this memory
-                a, b, mem = int(parts[1]), int(parts[2]), data.memories[int(parts[3])]
-                a_here = a in life and life[a][3] == mem
-                b_here = b in life and life[b][3] == mem
-                self.set(var, not a_here or (b_here and life[a][2] <= life[b][0]))
-            elif tag in ("mB12", "mB21", "mC12"):
-                la, lb = life.get(int(parts[1])), life.get(int(parts[2]))
-                b12 = la is None or (lb is not None and la[2] <= lb[0])
-                b21 = not b12 and (lb is None or lb[2] <= la[0])
-                c12 = not b12 and not b21 and la[0] <= lb[0]
-                self.set(var, {"mB12": b12, "mB21": b21, "mC12": c12}[tag])
-            elif tag in ("mG12", "mG21"):
-                la, lb = life.get(int(parts[1])), life.get(int(parts[2]))
-                if tag == "mG21":
-                    la, lb = lb, la
-                self.set(var, la is None or (lb is not None and la[2] <= lb[0]))
-            elif tag == "layer":
-                li, ci = int(parts[1]), int(parts[2])
-                ops = [op.index for op in data.ops if op.layer == layers[li]]
-                run = m.runs_of[ops[0]][0]
-                self.set(var, any(self.v[z.name] > 0.5 for (c, _), z in run.z.items()
-                                  if c == data.cores[ci]))
-        self.set(m.makespan, makespan)
-        if m.static is not None:
-            self.set(m.static, data.static_pj(makespan))
-        return self.v
-
-
-def _baseline(instance: Instance) -> list[Schedule]:
-    """The list schedules the evaluator accepts (``p3_data.baseline_schedules``), best first."""
-    return [schedule for ok, _, schedule in baseline_schedules(instance) if ok]
-
-
-# ====================================================================== solving
-def _solve(problem: pulp.LpProblem, solver: str, *, relax: bool, threads: int,
-           deadline: Deadline, start: dict[str, float] | None, msg: bool,
-           gap_abs: float, stop_at=None) -> SolverRun:
-    """Solve the model (its LP relaxation with ``relax``) with HiGHS or CBC by ``deadline``.
-
-    Raises :class:`OutOfTime` when the deadline passes before the solver starts.
-    """
-    return solve_pulp(problem, solver, relax=relax, threads=threads, deadline=deadline,
-                      start=start, log=msg, gap_abs=gap_abs, options=_HIGHS_OPTIONS,
-                      stop_at=stop_at)
-
-
-def _horizon_of(data: P3Data, built: P3Milp, value: float) -> int | None:
-    """The largest makespan that an optimal schedule needs when one of value ``value``
-    (MILP units) is known (W1); None when nothing smaller than the horizon follows.
-
-    Latency: ``value``.  Weighted: ``(value - w_E · E_min) / w_L``.  Energy: with
-    ``φ > 0``, the static energy left; and in any case, a schedule without idle time
-    (every schedule can be compacted to one, which costs no more) lasts at most its
-    runs and transfers, whose extra energy beyond the cheapest first computations
-    ``E_min`` is at most ``value - E_min``.
-    """
-    wl, we = built.weights
-    cheapest = sum(min(list(op.energy_pj.values()) + list(op.pinned_energy_pj.values()))
-                   for op in data.ops)
-    if data.objective is Objective.LATENCY:
-        return int(value)
-    if data.objective is Objective.WEIGHTED:
-        return int((value - we * cheapest) // wl) if wl else None
-    slack = int(value) - cheapest
-    found = []
-    if data.static_fj_per_cycle:
-        found.append((1000 * slack + 999) // data.static_fj_per_cycle)
-    ratios = [max(op.cycles.values()) / min(list(op.energy_pj.values())
-                                             + list(op.pinned_energy_pj.values()) or [0])
-              if min(list(op.energy_pj.values()) + list(op.pinned_energy_pj.values())) > 0
-              else math.inf for op in data.ops if op.max_runs > 1]
-    ratios += [r.cycles / r.energy_pj if r.energy_pj > 0 else math.inf
-               for x in built.transfers for r in x.routes.values()]
-    worst = max(ratios, default=0.0)
-    if math.isfinite(worst):
-        longest = sum(max(list(op.cycles.values()) + list(op.pinned_cycles.values()))
-                      for op in data.ops)
-        found.append(longest + math.floor(slack * worst + 1e-9))
-    return min(found) if found else None
-
-
-def solve_p3_milp(
-    instance: Instance,
-    *,
-    time_limit: float | None = None,
-    workers: int | None = None,
-    hint: Schedule | Sequence | None = None,
-    milp_solver: str = "highs",
-    max_computes: int | None = DEFAULT_MAX_COMPUTES,
-    max_transfers: int | None = DEFAULT_MAX_TRANSFERS,
-    colocate: str = "none",
-    allow_recompute: bool = True,
-    allow_offload: bool = True,
-    allow_pin: bool = True,
-    export: str | Path | None = None,
-    msg: bool = False,
-    **options: Any,
-) -> BackendResult:
-    """Solve a P3 instance over the class K3 with a disjunctive MILP (``formulations/p3_milp.md``).
-
-    Parameters
-    ----------
-    instance
-        A P3 instance (``make_instance(..., problem="P3")``); objective ``latency``,
-        ``energy`` (with an optional ``runtime_limit_cycles``) or ``weighted``.
-    time_limit
-        Seconds for the whole run: model, LP relaxation, MILP (``None``: until proven).
-    workers
-        Solver threads (default: the machine's cores, at most 8).
-    hint
-        A timed schedule (or a Sequence) to warm-start from.  Default (option
-        ``use_baseline_hint``, true): the best of the list schedules (memory-aware and
-        store-all, layer and op allocation) that the evaluator accepts.  A hint is used
-        only when it lies in K3 as the model spells it and meets every row; it then
-        also bounds the first horizon (S1).  Binding SRAMs are hard for the MILP
-        without one: give the CP-SAT schedule as the hint to cross-check it.
-    milp_solver
-        ``"highs"`` (default, through ``highspy``) or ``"cbc"``.
-    max_computes, max_transfers, colocate, allow_recompute, allow_offload, allow_pin
-        The limits of K3 (``p3_problem.md``): runs per op ``C``, transfers of an item
-        into a memory ``T`` (``None``: the defaults), ``"layer"`` to put a layer's
-        first computations on one core, and switches for recomputation, offload and
-        pinning.
-    export
-        Also write the model to this ``.mps`` or ``.lp`` file (the full-horizon model).
-    msg
-        Print the solver's log (``log`` is accepted as well).
-    **options
-        ``recompute_after_first`` (default true, K3's L4): start a recomputation only after the
-        previous run of its op has ended, the CP-SAT model's reading of K1 (p3_milp.md
-        §1; by default runs are only numbered by start, as the evaluator numbers them);
-        ``use_baseline_hint`` (default true).
-
-    Returns
-    -------
-    BackendResult
-        ``optimal`` (proven, over K3 and its limits), ``feasible`` (time limit, with
-        the best bound), ``infeasible`` (proven; the message gives the reason when one
-        is found without a solver) or ``unknown``.  ``objective`` is the evaluator's
-        value of the schedule built from the solution; ``stats`` holds the model size,
-        the LP relaxation's bound (``lp_bound``), the MILP's (``milp_bound``) and the
-        timings.
-    """
-    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
-    began = deadline.started
-    msg = bool(options.pop("log", msg))
-    use_baseline_hint = bool(options.pop("use_baseline_hint", True))
-    after_first = bool(options.pop("recompute_after_first", True))
-    if options.pop("fixed_order", False):
-        raise MonetError("P3 has no fixed order of first computations", field="fixed_order",
-                         fix="drop fixed_order (P3 models choose the order)")
-    if options:
-        raise MonetError(f"unknown option(s) {', '.join(sorted(options))} for the P3 MILP backend",
-                         field="options", fix=f"use: {', '.join(_OPTIONS)}")
-    solver_name = check_solver(milp_solver)
-    data = p3_data(instance,
-                   max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
-                   max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers,
-                   colocate=colocate, allow_recompute=allow_recompute, allow_offload=allow_offload,
-                   allow_pin=allow_pin)
-    stats: dict[str, Any] = {"model": "p3_milp", "milp_solver": solver_name, **data.options}
-    limits = (f"class K3: max_computes={data.options['max_computes']}, "
-              f"max_transfers={data.max_transfers}, colocate={data.colocate}")
-
-    def done(status: Status, **kwargs: Any) -> BackendResult:
-        stats["wall_s"] = round(time.perf_counter() - began, 3)
-        return BackendResult(status, stats=stats, **kwargs)
-
-    def infeasible(how: str) -> BackendResult:
-        reason = data.min_capacity_proof() or (
-            f"infeasible: {how}; no schedule meets the SRAM capacities"
-            + (f" and the runtime limit of {data.runtime_limit_cycles} cycles"
-               if data.runtime_limit_cycles is not None else "")
-            + f" (every op fits from an SRAM of {data.min_sram_bytes()} bytes on)")
-        return done(Status.INFEASIBLE, message=f"{reason} ({limits})")
-
-    quick = data.min_capacity_proof()
-    if quick:
-        return done(Status.INFEASIBLE, message=f"{quick} ({limits})")
-    threads = default_workers(workers)
-
-    # Before the model: the schedules to fall back on if the time runs out while building
-    # (the hint and the list schedules, each checked by the evaluator) and the
-    # combinatorial bound, which holds for every schedule (time_limits.md).
-    candidates = [("given", _timed(instance, hint))] if hint is not None else []
-    if use_baseline_hint:  # also when the hint given does not fit the model
-        candidates += [(s.meta.get("heuristic", "baseline"), s) for s in _baseline(instance)]
-    floor = combinatorial_bound(instance)
-    bounds: list[float] = []
-    lp_bound = None
-
-    def fallback(reason: str) -> BackendResult:
-        """The best schedule known when the solver has none: the best verified candidate."""
-        stats["milp_bound"] = max(bounds) if bounds else None
-        bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
-        known = best_verified(instance, candidates)
-        if known is None:
-            return done(Status.UNKNOWN, bound=bound,
-                        message=f"{reason}; no schedule known ({limits})")
-        source, schedule, value = known
-        stats["solution"] = source
-        return done(Status.FEASIBLE, schedule=schedule, objective=value,
-                    bound=None if bound is None else min(bound, value), source=f"hint:{source}",
-                    message=f"{reason}; returning the {source} schedule ({limits})")
-
-    # W1: a schedule of the model bounds the makespan of any better one, so each
-    # better schedule found rebuilds the model with a shorter horizon (tighter big-Ms).
-    model_options = {"recompute_after_first": after_first, "deadline": deadline}
-    try:
-        built = P3Milp(data, **model_options)
-    except OutOfTime as stop:
-        stats["stopped"] = str(stop)
-        return fallback(str(stop))
-    stats["full_horizon"] = built.H
-    stats["recompute_after_first"] = after_first
-    if export is not None:
-        stats["export"] = str(export_problem(built.problem, export))
-    if built.contradiction:
-        return infeasible(built.contradiction)
-    best: dict[str, Any] | None = None  # value (MILP units), schedule, claimed value
-    try:
-        for source, candidate in candidates:
-            if built.start_values(candidate) is not None:
-                best = _incumbent(built, source)
-                break
-    except OutOfTime as stop:
-        stats["stopped"] = str(stop)
-        return fallback(str(stop))
-    stats["warm_start"] = None if best is None else best["source"]
-    integral = all(float(w).is_integer() for w in built.weights)
-    gap_abs = INTEGER_GAP if integral else 1e-9
-    rounds = 0
-    run: SolverRun | None = None
-    stopped: OutOfTime | None = None
-    while True:
-        try:
-            horizon = None if best is None else _horizon_of(data, built, best["milp"])
-            if horizon is not None and horizon < built.H:
-                built = P3Milp(data, horizon=horizon, **model_options)
-            start = built.start_values(best["schedule"]) if best is not None else None
-            if rounds == 0:
-                stats.update(built.size(), build_s=round(built.build_seconds, 3),
-                             binding_memories=list(built.binding))
-                lp = _solve(built.problem, solver_name, relax=True, threads=threads,
-                            deadline=deadline, start=None, msg=msg, gap_abs=gap_abs)
-                stats["lp_s"] = round(lp.seconds, 3)
-                if lp.status == "optimal":
-                    lp_bound = lp.objective
-                    scale = weighted_scale(data) if data.objective is Objective.WEIGHTED else 1
-                    stats["lp_bound"] = lp_bound / scale  # in the objective's units
-                elif lp.status == "infeasible" and start is None:
-                    return infeasible(f"{solver_name} proved even the LP relaxation infeasible")
-            current = built.H
-
-            def better(value: float, current: int = current, built: P3Milp = built,
-                       best: dict[str, Any] | None = best) -> bool:
-                """A solution that shortens the horizon (then the round may be restarted, S1)."""
-                tighter = _horizon_of(data, built, value)
-                return (best is None or value < best["milp"] - 0.5) and (
-                    tighter is not None and tighter < current)
-
-            run = _solve(built.problem, solver_name, relax=False, threads=threads,
-                         deadline=deadline, start=start, msg=msg, gap_abs=gap_abs, stop_at=better)
-        except OutOfTime as stop:  # a rebuild, a warm start or a solver start ran out of time
-            stopped = stop
-            break
-        rounds += 1
-        stats.setdefault("rounds", []).append(
-            {"horizon": built.H, "status": run.status, "objective": run.objective,
-             "bound": run.bound, "s": round(run.seconds, 3), "warm_start": start is not None})
-        if run.bound is not None:
-            bounds.append(run.bound)
-        if run.status == "infeasible":
-            if best is None:
-                return infeasible(f"{solver_name} proved that no schedule of K3 exists")
-            break  # cannot happen: the incumbent is in the model
-        if run.status in ("optimal", "feasible"):
-            found = _incumbent(built, "milp")
-            if run.status == "optimal" and best is not None and found["milp"] > best["milp"] + 0.5:
-                return done(Status.ERROR, schedule=best["schedule"],
-                            objective=best["value"]["objective"],
-                            message=f"model bug: the MILP optimum {found['milp']} is worse "
-                                    f"than its warm start's {best['milp']}")
-            if best is None or found["milp"] <= best["milp"]:
-                best = found
-        if not (run.stopped and best is not None and deadline_left(deadline)):
-            break
-    detail = str(stopped) if stopped is not None else run.detail
-    stats.update(milp_s=round(sum(r["s"] for r in stats.get("rounds", [])), 3),
-                 solver_status=detail, milp_objective=None if best is None else best["milp"],
-                 milp_bound=max(bounds) if bounds else None)
-    if stopped is not None:
-        stats["stopped"] = str(stopped)
-    bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
-    if best is None:  # no schedule in the model: the best candidate outside it, if any
-        return fallback(detail if stopped is not None else f"no schedule found ({detail})")
-    schedule, value = best["schedule"], best["value"]
-    source = "milp" if best["source"] == "milp" else f"hint:{best['source']}"
-    stats.update(solution=best["source"], recomputations=value["recomputations"],
-                 transfers=value["transfers"], pins=len(schedule.pinned),
-                 latency_cycles=value["latency_cycles"], energy_pj=value["energy_pj"])
-    if stopped is None and run.status == "optimal":
-        if run.objective is not None and abs(best["milp"] - run.objective) > 0.5:
-            return done(Status.ERROR, schedule=schedule, objective=value["objective"], bound=bound,
-                        message=f"model bug: the MILP optimum {run.objective} differs from its "
-                                f"schedule's {best['milp']}")
-        return done(Status.OPTIMAL, schedule=schedule, objective=value["objective"],
-                    bound=value["objective"], message=f"optimal ({limits})", source=source)
-    if bound is not None:
-        bound = min(bound, value["objective"])
-    reason = f"{stopped}" if stopped is not None else "time limit"
-    return done(Status.FEASIBLE, schedule=schedule, objective=value["objective"], bound=bound,
-                message=f"{reason}; best schedule and bound returned ({limits})", source=source)
-
-
-def deadline_left(deadline: Deadline) -> bool:
-    return not deadline.passed(0.5)
-
-
-def _timed(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
-    """A timed schedule (a Sequence is timed by the evaluator)."""
-    if isinstance(schedule, Sequence):
-        return evaluate(instance, schedule).schedule
-    return schedule
-
-
-def _incumbent(built: P3Milp, source: str) -> dict[str, Any]:
-    """The schedule of the model's current values (a solver's, or a hint's), pruned, and its
-    value in the MILP's units (w_L · latency + w_E · energy)."""
-    schedule, value = built.schedule(built.prune(built.solution()),
-                                     {"backend": "milp", "model": "p3_milp", "source": source})
-    wl, we = built.weights
-    return {"milp": wl * value["latency_cycles"] + we * value["energy_pj"], "schedule": schedule,
-            "value": value, "source": source}
-
-
-def _bound(data: P3Data, milp: float | None, lp: float | None,
-           floor: int | float | None = None) -> int | float | None:
-    """The best bound on the instance's objective: the MILP's, the LP's (MILP units) and
-    ``floor`` (the combinatorial bound, objective units)."""
-    raw = [b for b in (milp, lp) if b is not None and math.isfinite(b)]
-    found = []
-    if raw:
-        best = max(raw)
-        if data.objective is Objective.WEIGHTED:
-            found.append(best / weighted_scale(data) * (1 - 1e-12))
-        else:
-            found.append(math.ceil(best - 1e-6))
-    if floor is not None:
-        found.append(floor)
-    return max(found, default=None)
+        return ok and all((v.lowBound is None or v.varValue >= v.lowBound - 1e-9)
+                          and (v.upBound is None or v.varValue <= v.upBound + 1e-9)
+                          for v in self.problem.variables())

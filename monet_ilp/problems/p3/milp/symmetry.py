@@ -1,0 +1,81 @@
+"""Interchangeable cores of a P3 instance (M15 of ``formulations/p3_milp.md``).
+
+A permutation of the cores that maps every cost, memory, link and pin set onto itself
+leaves the problem unchanged; the model breaks the symmetry (the first op's first run
+goes to the first core of its orbit) and maps a warm start through it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
+
+if TYPE_CHECKING:
+    from monet_ilp.problems.p3.data import P3Data
+
+__all__ = ["Symmetry", "core_automorphisms"]
+
+
+@dataclass(frozen=True)
+class Symmetry:
+    """A permutation of the cores mapping the instance onto itself, with its memories and links."""
+
+    core: dict[str, str]
+    memory: dict[str, str]
+    link: dict[str, str]
+
+    def apply(self, schedule: Schedule) -> Schedule:
+        mem = lambda m: self.memory.get(m, m)
+        return Schedule(
+            tuple(sorted(OpRun(r.start, r.end, r.op, r.instance, self.core[r.core])
+                         for r in schedule.ops)),
+            tuple(sorted(Transfer(t.start, t.end, t.tensor, mem(t.src), mem(t.dst),
+                                  self.link[t.link]) for t in schedule.transfers)),
+            tuple(sorted(Free(f.time, f.tensor, mem(f.memory)) for f in schedule.frees)),
+            tuple(sorted((t, mem(m)) for t, m in schedule.pinned)), schedule.meta)
+
+
+def core_automorphisms(data: P3Data) -> list[Symmetry]:
+    """Permutations of the cores under which the instance is the same (identity included).
+
+    Up to 6 cores, each with its own SRAM: costs, SRAMs, links (endpoints and
+    parameters) and the memories each tensor may be pinned in must map onto themselves.
+    """
+    cores = data.cores
+    if len(cores) > 6 or len(set(data.memory_of.values())) != len(cores):
+        return []
+    inst = data.instance
+    mem = {m.id: m for m in inst.memories}
+    sig_mem = lambda m: (mem[m].capacity_bytes, mem[m].read_fj_per_byte,
+                         mem[m].write_fj_per_byte, mem[m].kind)
+    sig_link = lambda k: (k.bandwidth_num, k.bandwidth_den, k.latency_cycles,
+                          k.fj_per_byte)
+    tables = [(op.cycles, op.energy_pj, op.pinned_cycles, op.pinned_energy_pj) for op in data.ops]
+    found = []
+    for perm in itertools.permutations(cores):
+        g = dict(zip(cores, perm))
+        mu = {data.memory_of[c]: data.memory_of[g[c]] for c in cores}
+        image = lambda m: mu.get(m, m)
+        if any(sig_mem(a) != sig_mem(b) for a, b in mu.items()):
+            continue
+        if any(table.get(c) != table.get(g[c])
+               for group in tables for table in group for c in cores):
+            continue
+        if any(sorted(map(image, p.pin_memories)) != sorted(p.pin_memories)
+               for p in data.persistent):
+            continue
+        links, free = {}, list(inst.links)
+        for link in inst.links:
+            ends = sorted(map(image, link.endpoints))
+            match = next((k for k in free if sorted(k.endpoints) == ends
+                          and sig_link(k) == sig_link(link)), None)
+            if match is None:
+                break
+            links[link.id] = match.id
+            free.remove(match)
+        if len(links) == len(inst.links) and image(data.input_home) == data.input_home:
+            found.append(Symmetry(g, mu, links))
+    return found
