@@ -10,14 +10,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
-from monet_ilp.instance import Instance
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.results import BackendResult, Result, Status
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
 
 
 def verified(instance: Instance, result: Result | BackendResult, *, feasible: bool = True) -> Metrics | None:

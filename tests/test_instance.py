@@ -7,10 +7,27 @@ import json
 import pytest
 
 from monet_ilp.errors import InputFormatError, MonetError
-from monet_ilp.graph import Op, OpKind, Tensor, TensorKind, TrainingGraph, random_layered, store_all_peak
-from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem, link_spec, pj_of
-from monet_ilp.make import budget_bytes_of, p1_instance
+from monet_ilp.graph import (
+    Op,
+    OpKind,
+    Tensor,
+    TensorKind,
+    TrainingGraph,
+    random_layered,
+    store_all_peak,
+)
 from monet_ilp.hardware.model import OpCost
+from monet_ilp.instance import (
+    CoreSpec,
+    Instance,
+    LinkSpec,
+    MemorySpec,
+    Objective,
+    Problem,
+    link_spec,
+    pj_of,
+)
+from monet_ilp.make import budget_bytes_of, p1_instance
 
 
 def tiny_graph(cost=(1, 2)) -> TrainingGraph:
@@ -64,9 +81,9 @@ def test_json_round_trip(tmp_path):
 
 def test_validation_names_the_field():
     g = tiny_graph()
-    base = dict(name="x", problem=Problem.P2, objective=Objective.LATENCY, graph=g,
-                cores=(CoreSpec("c", "c.sram"),), memories=(MemorySpec("c.sram", "sram", 100),),
-                links=(), costs={"A": {"c": OpCost(1)}, "B": {"c": OpCost(1)}}, input_home="c.sram")
+    base = {"name": "x", "problem": Problem.P2, "objective": Objective.LATENCY, "graph": g,
+                "cores": (CoreSpec("c", "c.sram"),), "memories": (MemorySpec("c.sram", "sram", 100),),
+                "links": (), "costs": {"A": {"c": OpCost(1)}, "B": {"c": OpCost(1)}}, "input_home": "c.sram"}
     Instance(**base)
     with pytest.raises(MonetError, match="can run on no core"):
         Instance(**{**base, "costs": {"A": {"c": OpCost(1)}}})

@@ -8,7 +8,15 @@ import pytest
 
 from monet_ilp.errors import InputFormatError
 from monet_ilp.schedule import (
-    Compute, Free, OpRun, Release, Schedule, Sequence, Transfer, load_schedule, save_schedule,
+    Compute,
+    Free,
+    OpRun,
+    Release,
+    Schedule,
+    Sequence,
+    Transfer,
+    load_schedule,
+    save_schedule,
 )
 
 

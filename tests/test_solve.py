@@ -6,8 +6,7 @@ import pytest
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import zoo
-from monet_ilp.hardware.presets import preset
-from monet_ilp.make import make_instance, p1_instance
+from monet_ilp.make import p1_instance
 from monet_ilp.solve import Status, backends, gap_of, solve
 from tests.conftest import verified
 

@@ -15,10 +15,10 @@ import importlib
 import inspect
 import itertools
 import random
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -204,7 +204,7 @@ def _sweep(w: _Where, entry: _Map, keypath: str) -> list[dict[str, Any]]:
             raise w.error(sweep, key, f"{keypath}.sweep.{key}", f"sweep.{key} must be a non-empty list",
                           f"write {key}: [value, value, ...]")
     keys = list(sweep)
-    return [dict(zip(keys, combo)) for combo in itertools.product(*(sweep[k] for k in keys))]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(sweep[k] for k in keys))]
 
 
 def _where_param(entry: _Map, key: str, keypath: str, value: Any = None) -> tuple[Any, Any, str]:
@@ -354,7 +354,7 @@ def _hardware_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tu
         space_dims = {k: v for k, v in SPACES[space][1].items() if k not in given
                       and not (k == "mesh" and given & {"n_pe_x", "n_pe_y"})}
         keys = list(space_dims)
-        points = [{**dict(zip(keys, combo)), **p} for combo in itertools.product(*space_dims.values())
+        points = [{**dict(zip(keys, combo, strict=True)), **p} for combo in itertools.product(*space_dims.values())
                   for p in points]
     allowed = tuple(PRESETS[name]) + (("mesh",) if name == "edge_tpu" else ())
     checked: set[tuple[str, str]] = set()
@@ -470,7 +470,7 @@ def _backends(w: _Where, data: _Map, plugins: list[str]) -> list[tuple[str, str,
                           (f"did you mean {close[0]!r}? " if close else "") + f"backends: {', '.join(known)}")
         _check_options(w, name, own, f"backends[{i}].options")
         if not isinstance(label, str) or not label:
-            raise w.error(entries[i], "label", f"backends[{i}].label", "label must be a non-empty string",
+            raise w.error(entry, "label", f"backends[{i}].label", "label must be a non-empty string",
                           "name the variant, e.g. label: milp-cbc")
         if label in labels:
             raise w.error(entries, i, f"backends[{i}]", f"backend label {label!r} is given twice "

@@ -47,7 +47,7 @@ def _workers_import_the_test_plugins():
 def cli(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
     """``monet-ilp ARGS`` as a user runs it (a real process)."""
     return subprocess.run([sys.executable, "-m", "monet_ilp", *args], capture_output=True, text=True,
-                          cwd=cwd or REPO, timeout=timeout)
+                          cwd=cwd or REPO, timeout=timeout, check=False)
 
 
 @pytest.fixture(scope="session")

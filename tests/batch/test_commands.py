@@ -33,7 +33,7 @@ def test_summary_table_and_csv(mixed_run, tmp_path):
     assert result.returncode == 0, result.stderr
     for word in ("backend", "solved", "optimal", "mean gap", "geo-mean time", "cpsat-bad", "test:sleep"):
         assert word in result.stdout
-    rows = {row["backend"]: row for row in csv.DictReader(open(tmp_path / "s.csv"))}
+    rows = {row["backend"]: row for row in csv.DictReader((tmp_path / "s.csv").read_text().splitlines())}
     assert set(rows) == {"cpsat", "test:raise", "test:crash", "test:sleep", "cpsat-bad"}
     assert rows["cpsat"]["solved"] == "2" and rows["cpsat"]["jobs"] == "2"
     assert rows["test:sleep"]["timeout"] == "2" and rows["test:sleep"]["solved"] == "0"

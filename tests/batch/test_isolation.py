@@ -21,7 +21,7 @@ def test_forked_and_fresh_workers_give_the_same_result():
     forked = execute(job.payload())
     fresh = execute(job.payload(), fork=False)
     timing = ("wall_time_s", "build_s", "stats")
-    strip = lambda o: {k: v for k, v in o["fields"].items() if k not in timing}  # noqa: E731
+    strip = lambda o: {k: v for k, v in o["fields"].items() if k not in timing}
     assert strip(forked) == strip(fresh) and forked["fields"]["status"] == "optimal"
     assert forked["schedule"] == fresh["schedule"] is not None
 

@@ -115,8 +115,8 @@ MALFORMED = [
      "did you mean 'batch'"),
     ("models:\n  - chain: {costs: 1}\n    sweep:\n      length: 4\nbackends: [dp]\n", 4,
      "key models[0].sweep.length", "non-empty list"),
-    ("models: [{zoo: mlp}]\nproblems: P3\nhardware:\n  - preset: edge_tpu\n    sweep:\n      lanes:\n"
-     "        - 1\n        - 0\nbackends: [heuristic:store_all]\n", 8, "key hardware[0].sweep.lanes[1]",
+    (("models: [{zoo: mlp}]\nproblems: P3\nhardware:\n  - preset: edge_tpu\n    sweep:\n      lanes:\n"
+     "        - 1\n        - 0\nbackends: [heuristic:store_all]\n"), 8, "key hardware[0].sweep.lanes[1]",
      "not a positive integer"),
     ("models: [{chain: {length: 4}}]\nbackends: [dp]\nbackends: [cpsat]\n", 3, "line 3", "duplicate key"),
     ("models: [{chain: {length: 4}\nbackends: [dp]\n", 2, "line 2", "malformed YAML"),
@@ -128,8 +128,8 @@ MALFORMED = [
     ("models:\n  - onnx: nowhere/model.onnx\nbackends: [dp]\n", 2, "key models[0].onnx", "file not found"),
     ("models: [{chain: {length: 4}}]\nbackends: [dp]\nobjectives:\n  - latncy\n", 4, "key objectives[0]",
      "did you mean 'latency'"),
-    ("models: [{zoo: mlp}]\nhardware:\n  - preset: edge_tpu\n    space: monet\n    sample: 0\n"
-     "problems: P3\nbackends: [dp]\n", 5, "key hardware[0].sample", "not a positive integer"),
+    (("models: [{zoo: mlp}]\nhardware:\n  - preset: edge_tpu\n    space: monet\n    sample: 0\n"
+     "problems: P3\nbackends: [dp]\n"), 5, "key hardware[0].sample", "not a positive integer"),
     ("models: [{chain: {length: 4}}]\nbackends: [dp]\noptions:\n  milp: {milp_solver: cbc}\n", 4,
      "key options.milp", "not listed"),
     ("models:\n  - random: {seed: 3}\nbackends: [dp]\n", 2, "key models[0].random", "needs 'n'"),

@@ -14,7 +14,7 @@ from tests.graph import onnx_builders as ob
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "monet_ilp", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=300)
+                          cwd=cwd, timeout=300, check=False)
 
 
 def assert_user_error(result: subprocess.CompletedProcess, *fragments: str) -> None:

@@ -16,6 +16,11 @@ from hypothesis import strategies as st
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
+from monet_ilp.graph import random_layered, zoo
+from monet_ilp.graph.ir import TrainingGraph
+from monet_ilp.graph.node_link import node_op
+from monet_ilp.heuristics import chen_sqrt_sequence, store_all_sequence
+from monet_ilp.make import p1_instance
 from monet_ilp.problems.p1.cpsat import (
     ENCODINGS,
     min_budget,
@@ -24,11 +29,6 @@ from monet_ilp.problems.p1.cpsat import (
 )
 from monet_ilp.problems.p1.cpsat.hints import complete, hint_from
 from monet_ilp.problems.p1.data import p1_data
-from monet_ilp.graph import random_layered, zoo
-from monet_ilp.graph.ir import TrainingGraph
-from monet_ilp.graph.node_link import node_op
-from monet_ilp.heuristics import chen_sqrt_sequence, store_all_sequence
-from monet_ilp.make import p1_instance
 from monet_ilp.solve import Status, solve
 
 W = 2  # CP-SAT workers

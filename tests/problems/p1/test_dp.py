@@ -15,12 +15,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.chain import chain_graph
-from monet_ilp.problems.p1.dp import chain_of, is_chain, solve_dp
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.graph.analysis import store_all_peak
+from monet_ilp.graph.chain import chain_graph
 from monet_ilp.graph.node_link import from_node_link, to_node_link
 from monet_ilp.make import p1_instance
+from monet_ilp.problems.p1.dp import chain_of, is_chain, solve_dp
 from monet_ilp.solve import Status, solve
 
 

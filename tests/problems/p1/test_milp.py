@@ -19,6 +19,10 @@ import pytest
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
+from monet_ilp.graph import random_layered
+from monet_ilp.graph.ir import Op, OpKind, Tensor, TensorKind, TrainingGraph
+from monet_ilp.graph.node_link import node_op
+from monet_ilp.make import p1_instance
 from monet_ilp.problems.p1.milp import (
     build_model,
     export_model,
@@ -26,10 +30,6 @@ from monet_ilp.problems.p1.milp import (
     solve_lp_rounding,
     solve_milp,
 )
-from monet_ilp.graph import random_layered
-from monet_ilp.graph.ir import Op, OpKind, Tensor, TensorKind, TrainingGraph
-from monet_ilp.graph.node_link import node_op
-from monet_ilp.make import p1_instance
 from monet_ilp.schedule import Compute, Release, Sequence
 from monet_ilp.solve import Status, solve
 
@@ -161,7 +161,7 @@ def tiny_graph(seed: int, *, optimizer: bool = False) -> TrainingGraph:
     return TrainingGraph.build(f"tiny{seed}", ops, tensors)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def tiny_instance(seed: int, *, optimizer: bool = False):
     """A tiny instance whose budget makes recomputation matter (or, now and then, is too small).
 
@@ -382,7 +382,7 @@ def test_export_reads_back(tmp_path, suffix):
     if suffix == ".mps":
         import pulp
 
-        variables, problem = pulp.LpProblem.fromMPS(str(path))
+        variables, _problem = pulp.LpProblem.fromMPS(str(path))
         assert len(variables) == columns + 1
 
 
