@@ -19,9 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.load import KINDS, load_graph
+from monet_ilp.hardware.presets import preset
+from monet_ilp.hardware.schema import load_hardware
+from monet_ilp.make import make_instance
+from monet_ilp.solve import solve
 
 if TYPE_CHECKING:
     from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.hardware.model import Hardware
+    from monet_ilp.instance import Instance
 
 __all__ = [
     "RECORD_FORMAT",
@@ -86,11 +92,13 @@ class Job:
 
     @property
     def backend(self) -> str:
-        return self.params["backend"]
+        name: str = self.params["backend"]
+        return name
 
     @property
     def label(self) -> str:
-        return self.params["label"]
+        label: str = self.params["label"]
+        return label
 
     @property
     def time_limit(self) -> float:
@@ -133,22 +141,17 @@ def build_graph(model: Mapping[str, Any], path: str | None) -> TrainingGraph:
     return load_graph(kind, source, **dict(model.get("params", {})))
 
 
-def build_hardware(spec: Mapping[str, Any] | None, path: str | None):
+def build_hardware(spec: Mapping[str, Any] | None, path: str | None) -> Hardware | None:
+    """The hardware of a hardware spec (a preset with its parameters, or a file); ``None`` for none."""
     if spec is None:
         return None
     if "preset" in spec:
-        from monet_ilp.hardware.presets import preset
-
         return preset(spec["preset"], **dict(spec["params"]))
-    from monet_ilp.hardware.schema import load_hardware
-
     return load_hardware(path or spec["file"])
 
 
-def build_instance(params: Mapping[str, Any], paths: Mapping[str, str] | None = None):
+def build_instance(params: Mapping[str, Any], paths: Mapping[str, str] | None = None) -> Instance:
     """The :class:`~monet_ilp.instance.Instance` of a job's parameters."""
-    from monet_ilp.make import make_instance
-
     paths = paths or {}
     graph = build_graph(params["model"], paths.get("model"))
     hardware = build_hardware(params["hardware"], paths.get("hardware"))
@@ -158,7 +161,7 @@ def build_instance(params: Mapping[str, Any], paths: Mapping[str, str] | None = 
                          runtime_limit_cycles=params.get("runtime_limit_cycles"))
 
 
-def instance_hash(instance) -> str:
+def instance_hash(instance: Instance) -> str:
     """16 hex digits of the SHA-256 of the instance's canonical JSON: equal data, equal hash."""
     return hashlib.sha256(canonical_json(instance.to_dict()).encode()).hexdigest()[:16]
 
@@ -210,8 +213,6 @@ def run_job(payload: Mapping[str, Any],
     fields["build_s"] = round(time.perf_counter() - start, 4)
     if on_solving is not None:
         on_solving({k: fields[k] for k in ("instance", "instance_hash", "build_s")})
-    from monet_ilp.solve import solve
-
     options = dict(params.get("options", {}))
     seed = params.get("seed")
     if seed is not None and params["backend"] in SEEDED_BACKENDS:
@@ -225,16 +226,16 @@ def run_job(payload: Mapping[str, Any],
         fields["message"] = _error_text(err)
         return {"fields": fields, "schedule": None}
     metrics = result.metrics
-    verified = metrics is not None and metrics.feasible
+    verified = metrics if metrics is not None and metrics.feasible else None
     fields.update(
         status=str(result.status),
         objective=result.objective,
         bound=result.bound,
         gap=result.gap,
         feasible=None if metrics is None else bool(metrics.feasible),
-        latency_cycles=metrics.latency_cycles if verified else None,
-        energy_pj=metrics.energy.total_pj if verified else None,
-        compute_cycles=metrics.compute_cycles if verified else None,
+        latency_cycles=None if verified is None else verified.latency_cycles,
+        energy_pj=None if verified is None else verified.energy.total_pj,
+        compute_cycles=None if verified is None else verified.compute_cycles,
         message=result.message,
         source=result.source,
         wall_time_s=round(result.wall_time_s, 4),

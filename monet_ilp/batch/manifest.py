@@ -15,7 +15,7 @@ import importlib
 import inspect
 import itertools
 import random
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,9 @@ from monet_ilp.batch.job import Job, job_key
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import zoo
 from monet_ilp.graph.load import KINDS, builder
+from monet_ilp.hardware.presets import PRESETS, preset
+from monet_ilp.hardware.schema import load_hardware
+from monet_ilp.make import parse_budget
 from monet_ilp.problems import registry
 
 __all__ = ["MONET_EDGE_TPU_SPACE", "Manifest", "ManifestError", "load_manifest", "parse_manifest"]
@@ -66,18 +69,18 @@ class Manifest:
 
 
 # ======================================================================= YAML
-class _Map(dict):
+class _Map(dict[Any, Any]):
     """A mapping that remembers its own line and the line of each key (1-based)."""
 
     line = 0
-    lines: dict
+    lines: dict[Any, int]
 
 
-class _Seq(list):
+class _Seq(list[Any]):
     """A list that remembers its own line and the line of each item (1-based)."""
 
     line = 0
-    lines: list
+    lines: list[int]
 
 
 class _Loader(yaml.SafeLoader):
@@ -148,7 +151,7 @@ def _unknown_keys(w: _Where, data: _Map, allowed: tuple[str, ...], prefix: str) 
                           (f"did you mean {close[0]!r}? " if close else "") + f"keys: {', '.join(allowed)}")
 
 
-def _as_list(w: _Where, data: _Map, key: str, default: list) -> _Seq:
+def _as_list(w: _Where, data: _Map, key: str, default: list[Any]) -> _Seq:
     """A grid dimension: a list, or a single value meaning a list of one."""
     if key not in data:
         out = _Seq(default)
@@ -241,7 +244,7 @@ def _check_overlap(w: _Where, entry: _Map, keypath: str, fixed: Mapping[str, Any
 
 
 # =================================================================== models
-def _allowed_params(fn, drop: tuple[str, ...] = ()) -> tuple[str, ...]:
+def _allowed_params(fn: Callable[..., Any], drop: tuple[str, ...] = ()) -> tuple[str, ...]:
     return tuple(name for name, p in inspect.signature(fn).parameters.items()
                  if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and name not in drop)
 
@@ -303,6 +306,7 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
         elif kind == "zoo":
             spec = {"zoo": value, "params": _plain(params)}
         else:
+            assert path is not None  # every kind but zoo, chain and random names a file
             spec = {kind: value, "sha256": _sha256(path)}
             if params:
                 spec["params"] = _plain(params)
@@ -311,7 +315,9 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
 
 
 # ================================================================= hardware
-def _hardware_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple[dict | None, str | None]]:
+def _hardware_points(
+    w: _Where, base: Path, entry: Any, keypath: str,
+) -> list[tuple[dict[str, Any] | None, str | None]]:
     """(canonical hardware spec or None, absolute file path or None) for every point of an entry."""
     if entry is None or entry == "none":
         return [(None, None)]
@@ -324,8 +330,6 @@ def _hardware_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tu
                       "write e.g. preset: edge_tpu, or file: my_accel.yaml")
     if "file" in entry:
         _unknown_keys(w, entry, ("file",), f"{keypath}.")
-        from monet_ilp.hardware.schema import load_hardware
-
         path = _file(w, base, entry, "file", f"{keypath}.file", entry["file"])
         try:
             hw = load_hardware(path)
@@ -333,8 +337,6 @@ def _hardware_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tu
             raise w.error(entry, "file", f"{keypath}.file", f"invalid hardware file: {err.message}",
                           f"check it with `monet-ilp hw validate {path}`") from None
         return [({"file": entry["file"], "sha256": _sha256(path), "name": hw.name}, str(path))]
-    from monet_ilp.hardware.presets import PRESETS, preset
-
     _unknown_keys(w, entry, ("preset", "params", "sweep", "space", "sample", "seed"), f"{keypath}.")
     name = entry["preset"]
     if name not in PRESETS:
@@ -373,11 +375,11 @@ def _hardware_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tu
             except MonetError as err:
                 raise w.error(container, index, where, f"{key} = {value!r}: {err.problem}",
                               err.fix or "see `monet-ilp hw show " + name + "`") from None
-            if key == "mesh" and ({"n_pe_x", "n_pe_y"} & set({**fixed, **point})):
+            if key == "mesh" and ({"n_pe_x", "n_pe_y"} & (set(fixed) | set(point))):
                 raise w.error(container, index, where, "mesh sets n_pe_x and n_pe_y; give one or the other",
                               "drop mesh, or drop n_pe_x/n_pe_y")
     points = _sample(w, entry, keypath, points)
-    out = []
+    out: list[tuple[dict[str, Any] | None, str | None]] = []
     for point in points:
         params = _preset_params(name, {**fixed, **point})
         try:
@@ -498,8 +500,6 @@ def _check_options(w: _Where, name: str, options: _Map, keypath: str) -> None:
 
 # =================================================================== values
 def _budget(w: _Where, seq: _Seq, i: int) -> float | int | None:
-    from monet_ilp.make import parse_budget
-
     try:
         return parse_budget(seq[i], field=f"budgets[{i}]")
     except MonetError as err:
@@ -515,7 +515,8 @@ def _choice(w: _Where, seq: _Seq, i: int, key: str, allowed: tuple[str, ...], nu
         raise w.error(seq, i, f"{key}[{i}]", f"unknown {key[:-1]} {value!r}",
                       (f"did you mean {close[0]!r}? " if close else "") + f"use one of: {', '.join(allowed)}"
                       + (" (or null for the default)" if nullable else ""))
-    return value
+    choice: str = value
+    return choice
 
 
 # ==================================================================== entry

@@ -62,7 +62,8 @@ class BackendSpec:
         if callable(self.target):
             return self.target()
         module, _, attr = self.target.partition(":")
-        return getattr(importlib.import_module(module), attr)
+        backend: Backend = getattr(importlib.import_module(module), attr)
+        return backend
 
 
 _ALL = tuple(Objective)
