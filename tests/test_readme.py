@@ -70,7 +70,7 @@ def test_the_readme_has_examples_of_every_kind():
     commands = " ".join(text for kind, text, _ in STEPS if kind == "sh")
     for sub in ("graph build", "graph import", "hw validate", "instance make", "baseline", "evaluate",
                 "solve", "min-budget", "bound", "pareto", "plot gantt", "plot pareto", "grade", "ga",
-                "batch run", "batch summary", "batch plot"):
+                "batch run", "batch summary", "batch plot", "backends"):
         assert f"monet-ilp {sub}" in commands, sub
 
 
