@@ -14,8 +14,8 @@ import warnings
 import pytest
 
 from monet_ilp import progress
-from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.cbc import cbc_path
+from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance
