@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
@@ -34,9 +34,14 @@ from monet_ilp.problems.p2.data import (
     trace_schedule,
 )
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
-from monet_ilp.schedule import Schedule, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["P2CpModel", "solve_p2_cpsat"]
+
+#: A linear expression of the model, or a constant (the time 0 of a graph input's copy).
+_Expr = cp_model.LinearExpr | int
 
 _OPTIONS = ("max_computes", "max_prefetches", "fixed_order", "staged", "offload_inputs",
             "allow_offload", "allow_recompute", "use_baseline_hint", "log", "seed", "params")
@@ -51,12 +56,24 @@ class _Run:
     cycles: int
     start: cp_model.IntVar
     present: cp_model.IntVar | None  # None: mandatory
-    interval: Any
-    stage_lits: dict[int, Any] = field(default_factory=dict)  # S2
+    interval: cp_model.IntervalVar
+    stage_lits: dict[int, cp_model.IntVar] = field(default_factory=dict)  # S2
 
     @property
-    def end(self):
+    def end(self) -> cp_model.LinearExpr:
         return self.start + self.cycles
+
+    @property
+    def presence(self) -> cp_model.IntVar | int:
+        """The presence as a term of a sum: 1 for the mandatory run."""
+        return 1 if self.present is None else self.present
+
+    @property
+    def lit(self) -> cp_model.IntVar:
+        """The presence literal of a recomputation (run 0 has none)."""
+        if self.present is None:
+            raise ValueError(f"run 0 of op {self.op} is mandatory: it has no presence literal")
+        return self.present
 
 
 @dataclass
@@ -69,14 +86,20 @@ class _Transfer:
     cycles: int
     start: cp_model.IntVar
     present: cp_model.IntVar
-    interval: Any
-    stage_start: Any = None  # S2: T of its stage, and of the next one
-    stage_end: Any = None
-    stage_lits: dict[int, Any] = field(default_factory=dict)
+    interval: cp_model.IntervalVar
+    stage_start: cp_model.IntVar | None = None  # S2: T of its stage, and of the next one
+    stage_end: cp_model.IntVar | None = None
+    stage_lits: dict[int, cp_model.IntVar] = field(default_factory=dict)
 
     @property
-    def end(self):
+    def end(self) -> cp_model.LinearExpr:
         return self.start + self.cycles
+
+    def stage_bounds(self) -> tuple[cp_model.IntVar, cp_model.IntVar]:
+        """S2: (T of its stage, T of the next one); only the staged model has them."""
+        if self.stage_start is None or self.stage_end is None:
+            raise ValueError(f"the {self.kind} of item {self.item} has no stage (staged=False)")
+        return self.stage_start, self.stage_end
 
 
 @dataclass
@@ -87,16 +110,17 @@ class _Copy:
     kind: str  # "run" | "prefetch" | "input"
     number: int
     present: cp_model.IntVar | None
-    alloc: Any
-    ready: Any
+    alloc: _Expr
+    ready: _Expr
     free: cp_model.IntVar
-    interval: Any
+    interval: cp_model.IntervalVar
 
 
-def _only_if(constraint, *lits) -> None:
-    lits = [l for l in lits if l is not None]
-    if lits:
-        constraint.only_enforce_if(lits)
+def _only_if(constraint: cp_model.Constraint, *lits: cp_model.IntVar | None) -> None:
+    """Enforce ``constraint`` only if every given literal holds (``None``: always true)."""
+    present: list[cp_model.BoolVarT] = [lit for lit in lits if lit is not None]
+    if present:
+        constraint.only_enforce_if(present)
 
 
 class P2CpModel:
@@ -116,9 +140,9 @@ class P2CpModel:
         self.d_free: dict[int, cp_model.IntVar] = {}
         self.prefetches: dict[int, list[_Transfer]] = {}
         self.copies: dict[int, list[_Copy]] = {}
-        self.reads: dict[tuple[int, int, int], list[tuple[int, Any]]] = {}
-        self.sources: dict[int, list[tuple[int, Any]]] = {}
-        self.static = None
+        self.reads: dict[tuple[int, int, int], list[tuple[int, cp_model.IntVar]]] = {}
+        self.sources: dict[int, list[tuple[int, cp_model.IntVar]]] = {}
+        self.static: cp_model.IntVar | None = None
         steps = [self._run_variables, self._transfer_variables]
         steps += [self._stage_variables] if staged else []
         steps += [self._copy_variables, self._core_constraints, self._read_constraints,
@@ -204,7 +228,7 @@ class P2CpModel:
                 m.add(free == 0).only_enforce_if(~x.present)
                 # S6: in the stage class the copy counts from its stage's start and is
                 # readable from the next stage on.
-                alloc, ready = (x.stage_start, x.stage_end) if self.staged else (x.start, x.end)
+                alloc, ready = x.stage_bounds() if self.staged else (x.start, x.end)
                 interval = m.new_optional_interval_var(alloc, size, free, x.present,
                                                        f"res[{i},p{x.number}]")
                 copies.append(_Copy(i, "prefetch", x.number, x.present, alloc, ready, free,
@@ -221,7 +245,7 @@ class P2CpModel:
         for runs in self.runs:  # C3
             for k in range(1, len(runs)):
                 if k >= 2:
-                    m.add_implication(runs[k].present, runs[k - 1].present)
+                    m.add_implication(runs[k].lit, runs[k - 1].lit)
                 m.add(runs[k].start >= runs[k - 1].end).only_enforce_if(runs[k].present)
         o_star = data.first_optimizer
         if o_star is not None:  # C4
@@ -255,9 +279,11 @@ class P2CpModel:
         """C6 a copy lives from ready to at most the makespan; C7 one copy of an item in S."""
         m = self.model
         for i, copies in self.copies.items():
+            producer = self.data.items[i].producer  # None only for a graph input: no "run" copy
             for copy in copies:
                 _only_if(m.add(copy.free >= copy.ready), copy.present)
-                if copy.kind == "run" and self.data.ops[self.data.items[i].producer].cycles == 0:
+                if (copy.kind == "run" and producer is not None
+                        and self.data.ops[producer].cycles == 0):
                     _only_if(m.add(copy.free >= copy.alloc + 1), copy.present)
                 m.add(copy.free <= self.makespan)
             if len(copies) > 1:
@@ -321,8 +347,7 @@ class P2CpModel:
         for x in self._all_transfers():
             m.add(self.makespan >= x.end).only_enforce_if(x.present)
         # Redundant: the core and the link each do their work one piece at a time.
-        m.add(self.makespan >= sum(r.cycles * (1 if r.present is None else r.present)
-                                   for runs in self.runs for r in runs))
+        m.add(self.makespan >= sum(r.cycles * r.presence for runs in self.runs for r in runs))
         transfers = self._all_transfers()
         if transfers:
             m.add(self.makespan >= sum(x.cycles * x.present for x in transfers))
@@ -359,7 +384,7 @@ class P2CpModel:
                 alive = m.new_bool_var(f"alive[{i},{k}]")
                 for b in moved:
                     m.add_implication(b, alive)
-                before: dict[int, Any] = {}
+                before: dict[int, cp_model.IntVar] = {}
                 for u in later:
                     for c, y in self.reads[(u, 0, i)]:
                         copy = self.copies[i][c]
@@ -391,7 +416,7 @@ class P2CpModel:
                             for k in range(first, data.n)}
             m.add(sum(x.stage_lits.values()) == x.present)
 
-    def _stage_boundary(self, k: int):
+    def _stage_boundary(self, k: int) -> _Expr:
         """S1: T_0 = 0 and T_{k+1} = the end of the first computation of op k."""
         return 0 if k == 0 else self.runs[k - 1][0].end
 
@@ -405,9 +430,9 @@ class P2CpModel:
             r.stage_lits = {k: m.new_bool_var(f"b[run,{r.op},{r.number},{k}]")
                             for k in range(r.op + 1, last + 1)}
             m.add(sum(r.stage_lits.values()) == r.present)
-            for k, b in r.stage_lits.items():
-                m.add(r.start >= T(k)).only_enforce_if(b)
-                m.add(r.end <= self.runs[k][0].start).only_enforce_if(b)
+            for k, lit in r.stage_lits.items():
+                m.add(r.start >= T(k)).only_enforce_if(lit)
+                m.add(r.end <= self.runs[k][0].start).only_enforce_if(lit)
         for runs in self.runs:  # S3: one recomputation of a node per stage
             if len(runs) > 2:
                 for k in range(runs[0].op + 1, last + 1):
@@ -418,31 +443,33 @@ class P2CpModel:
                     for k in set(a.stage_lits) & set(b.stage_lits):
                         m.add(a.end <= b.start).only_enforce_if([a.stage_lits[k], b.stage_lits[k]])
         for x in self._all_transfers():  # S2 (transfers)
-            for k, b in x.stage_lits.items():
-                m.add(x.stage_start == T(k)).only_enforce_if(b)
-                m.add(x.stage_end == T(k + 1)).only_enforce_if(b)
-            m.add(x.start >= x.stage_start).only_enforce_if(x.present)
-            m.add(x.end <= x.stage_end).only_enforce_if(x.present)
+            x_start, x_end = x.stage_bounds()
+            for k, lit in x.stage_lits.items():
+                m.add(x_start == T(k)).only_enforce_if(lit)
+                m.add(x_end == T(k + 1)).only_enforce_if(lit)
+            m.add(x.start >= x_start).only_enforce_if(x.present)
+            m.add(x.end <= x_end).only_enforce_if(x.present)
         for i, out in self.offloads.items():
+            out_start, out_end = out.stage_bounds()
             for c, sigma in self.sources[i]:  # S5: page out a copy carried into the stage
                 copy = self.copies[i][c]
-                m.add(copy.ready <= out.stage_start).only_enforce_if(sigma)
-                m.add(copy.free >= out.stage_end).only_enforce_if(sigma)
+                m.add(copy.ready <= out_start).only_enforce_if(sigma)
+                m.add(copy.free >= out_end).only_enforce_if(sigma)
             for x in self.prefetches[i]:  # S6: page in from a D copy of an earlier stage
-                m.add(out.stage_end <= x.stage_start).only_enforce_if(x.present)
+                m.add(out_end <= x.stage_bounds()[0]).only_enforce_if(x.present)
             m.add(self.d_free[i] == self.makespan).only_enforce_if(out.present)  # S7
 
     # ------------------------------------------------------------ objective
     def _objective(self) -> None:
         """O1 latency, O2 energy (C15: the static term floored exactly), O3 compute."""
         m, data = self.model, self.data
-        present = lambda r: 1 if r.present is None else r.present  # noqa: E731
         if data.objective is Objective.LATENCY:
             m.minimize(self.makespan)
         elif data.objective is Objective.COMPUTE:
-            m.minimize(sum(r.cycles * present(r) for runs in self.runs for r in runs))
+            m.minimize(sum(r.cycles * r.presence for runs in self.runs for r in runs))
         else:
-            energy = sum(data.ops[r.op].energy_pj * present(r) for runs in self.runs for r in runs)
+            energy: _Expr = sum(data.ops[r.op].energy_pj * r.presence
+                                for runs in self.runs for r in runs)
             energy += sum(data.items[x.item].offload_pj * x.present for x in self.offloads.values())
             energy += sum(data.items[x.item].prefetch_pj * x.present
                           for pre in self.prefetches.values() for x in pre)
@@ -517,7 +544,10 @@ class P2CpModel:
         keep them, and without them the schedule only holds less and ends no later.
         """
         value, data = solver.value, self.data
-        on = lambda lit: lit is None or solver.boolean_value(lit)  # noqa: E731
+
+        def on(lit: cp_model.IntVar | None) -> bool:
+            return lit is None or solver.boolean_value(lit)
+
         runs_on = {(r.op, r.number) for runs in self.runs for r in runs if on(r.present)}
         out_on = {i for i, x in self.offloads.items() if on(x.present)}
         pre_on = {(x.item, x.number) for pre in self.prefetches.values() for x in pre
@@ -526,16 +556,17 @@ class P2CpModel:
             read = {(i, c) for (v, k, i), choice in self.reads.items() if (v, k) in runs_on
                     for c, y in choice if on(y)}
             sourced = {(i, c) for i in out_on for c, sigma in self.sources[i] if on(sigma)}
-            used = lambda i, copy, c: (i, c) in read or (i, c) in sourced  # noqa: E731
+            used = read | sourced  # (item, copy) pairs that a kept run or offload reads
             keep_pre = {(i, j) for (i, j) in pre_on
-                        if any(used(i, cp, c) for c, cp in enumerate(self.copies[i])
+                        if any((i, c) in used for c, cp in enumerate(self.copies[i])
                                if cp.kind == "prefetch" and cp.number == j)}
             keep_out = {i for i in out_on if any(p[0] == i for p in keep_pre)}
-            keep_runs = set()
+            keep_runs: set[tuple[int, int]] = set()
             for (v, k) in runs_on:
-                item = data.ops[v].item
-                if k == 0 or any(used(item, cp, c) for c, cp in enumerate(self.copies[item])
-                                 if cp.kind == "run" and cp.number == k):
+                item = data.ops[v].item  # not None for an op with recomputations (k > 0)
+                if k == 0 or (item is not None and any(
+                        (item, c) in used for c, cp in enumerate(self.copies[item])
+                        if cp.kind == "run" and cp.number == k)):
                     keep_runs.add((v, k))
             if (keep_pre, keep_out, keep_runs) == (pre_on, out_on, runs_on):
                 break
@@ -548,7 +579,7 @@ class P2CpModel:
         ends = [s + data.ops[v].cycles for v, s in runs]
         ends += [s + data.items[i].transfer_cycles for i, s in offloads + prefetches]
         makespan = max(ends, default=0)
-        frees = []
+        frees: list[tuple[int, str, int]] = []
         for i, copies in self.copies.items():
             for copy in copies:
                 kept = (copy.kind == "input" or (copy.kind == "run" and (data.items[i].producer,
@@ -556,9 +587,11 @@ class P2CpModel:
                         or (copy.kind == "prefetch" and (i, copy.number) in pre_on))
                 if kept and value(copy.free) < makespan:
                     frees.append((i, data.sram, value(copy.free)))
-        for i in out_on:
-            if value(self.d_free[i]) < makespan:
-                frees.append((i, data.offload_memory, value(self.d_free[i])))
+        if out_on:
+            _, d_memory = data.offload_path()
+            for i in out_on:
+                if value(self.d_free[i]) < makespan:
+                    frees.append((i, d_memory, value(self.d_free[i])))
         return assemble_schedule(data, runs, offloads, prefetches, frees, meta)
 
 

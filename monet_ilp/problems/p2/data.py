@@ -11,12 +11,13 @@ comments.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from monet_ilp.errors import MonetError
-from monet_ilp.evaluate import evaluate
+from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
 from monet_ilp.instance import Instance, LinkSpec, Objective, pj_of
 from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
@@ -103,7 +104,7 @@ class P2Data:
     objective: Objective
     runtime_limit_cycles: int | None
     static_fj_per_cycle: int
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, int | bool] = field(default_factory=dict)  # the p2_data arguments
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
@@ -164,6 +165,21 @@ class P2Data:
 
     def static_pj(self, latency: int) -> int:
         return self.static_fj_per_cycle * latency // 1000
+
+    def offload_path(self) -> tuple[LinkSpec, str]:
+        """The link and the offload memory; for code that runs only when items move."""
+        if self.link is None or self.offload_memory is None:
+            raise ValueError(f"instance {self.instance.name!r} has no offload memory")
+        return self.link, self.offload_memory
+
+
+@dataclass(frozen=True)
+class _RawItem:
+    """An item before pricing: its name, tensors and producing op (``None``: graph input)."""
+
+    name: str
+    tensors: tuple[str, ...]
+    producer: int | None
 
 
 def p2_data(
@@ -230,21 +246,21 @@ def p2_data(
 
     persistent = {t.id for t in graph.tensors if t.persistent}
     item_of_tensor: dict[str, int] = {}
-    raw_items: list[dict[str, Any]] = []
+    raw_items: list[_RawItem] = []
     for t in graph.tensors:  # graph inputs first: D2
         if t.persistent or t.producer is not None:
             continue
         if t.consumers:
             item_of_tensor[t.id] = len(raw_items)
-            raw_items.append({"name": t.id, "tensors": (t.id,), "producer": None})
+            raw_items.append(_RawItem(t.id, (t.id,), None))
     unread = tuple(t.id for t in graph.tensors
                    if not t.persistent and t.producer is None and not t.consumers)
     for k, op in enumerate(graph.ops):
         writes = tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent)
         if writes:
-            for t in writes:
-                item_of_tensor[t] = len(raw_items)
-            raw_items.append({"name": op.id, "tensors": writes, "producer": k})
+            for tid in writes:
+                item_of_tensor[tid] = len(raw_items)
+            raw_items.append(_RawItem(op.id, writes, k))
     readers: list[set[int]] = [set() for _ in raw_items]
     reads_of: list[tuple[int, ...]] = []
     for k, op in enumerate(graph.ops):
@@ -253,12 +269,14 @@ def p2_data(
             readers[i].add(k)
         reads_of.append(tuple(reads))
 
-    items = []
+    items: list[P2Item] = []
     for i, raw in enumerate(raw_items):
-        sizes = tuple(graph.tensor(t).bytes for t in raw["tensors"])
+        sizes = tuple(graph.tensor(t).bytes for t in raw.tensors)
         can_offload = (link is not None and allow_offload and bool(readers[i])
-                       and (raw["producer"] is not None or offload_inputs))
+                       and (raw.producer is not None or offload_inputs))
         if link is not None:
+            # The link leads from S to the one offload memory found above.
+            assert d_mem is not None
             cycles = sum(link.transfer_cycles(b) for b in sizes)
             out_pj = sum(link.transfer_pj(b) + pj_of(b, s_mem.read_fj_per_byte)
                          + pj_of(b, d_mem.write_fj_per_byte) for b in sizes)
@@ -267,14 +285,14 @@ def p2_data(
         else:
             cycles = out_pj = in_pj = 0
         items.append(P2Item(
-            index=i, name=raw["name"], tensors=raw["tensors"], sizes=sizes, bytes=sum(sizes),
-            producer=raw["producer"], readers=tuple(sorted(readers[i])), transfer_cycles=cycles,
+            index=i, name=raw.name, tensors=raw.tensors, sizes=sizes, bytes=sum(sizes),
+            producer=raw.producer, readers=tuple(sorted(readers[i])), transfer_cycles=cycles,
             offload_pj=out_pj, prefetch_pj=in_pj, max_offloads=int(can_offload),
             max_prefetches=max_prefetches if can_offload else 0,
         ))
 
-    ops = []
-    first_optimizer = None
+    ops: list[P2Op] = []
+    first_optimizer: int | None = None
     for k, op in enumerate(graph.ops):
         if core.id not in instance.costs.get(op.id, {}):
             raise MonetError(f"op {op.id!r} is not costed on core {core.id!r}",
@@ -283,11 +301,11 @@ def p2_data(
         optimizer = bool(op.updates)
         if optimizer and first_optimizer is None:
             first_optimizer = k
-        writes = next((i for i, raw in enumerate(raw_items) if raw["producer"] == k), None)
-        useful = writes is not None and bool(readers[writes])
+        written = next((i for i, raw in enumerate(raw_items) if raw.producer == k), None)
+        useful = written is not None and bool(readers[written])
         runs = max_computes if (allow_recompute and useful and not optimizer) else 1
         ops.append(P2Op(index=k, id=op.id, cycles=cost.cycles, energy_pj=cost.energy_pj,
-                        optimizer=optimizer, reads=reads_of[k], item=writes, max_runs=runs))
+                        optimizer=optimizer, reads=reads_of[k], item=written, max_runs=runs))
     return P2Data(
         instance=instance, core=core.id, sram=sram, offload_memory=offload_memory, link=link,
         ops=tuple(ops), items=tuple(items), budget_bytes=s_mem.capacity_bytes,
@@ -318,22 +336,24 @@ def assemble_schedule(
     nothing reads are freed at time 0.  Instance numbers follow start times.
     """
     ops = data.ops
-    out_runs = []
+    out_runs: list[OpRun] = []
     count: dict[int, int] = {}
     for v, start in sorted(runs, key=lambda r: (r[1], r[0])):
         number = count.get(v, 0)
         count[v] = number + 1
         out_runs.append(OpRun(start, start + ops[v].cycles, ops[v].id, number, data.core))
-    transfers = []
-    for moves, src, dst in ((offloads, data.sram, data.offload_memory),
-                            (prefetches, data.offload_memory, data.sram)):
-        for i, start in moves:
-            item = data.items[i]
-            at = start
-            for t, b in zip(item.tensors, item.sizes):
-                end = at + data.link.transfer_cycles(b)
-                transfers.append(Transfer(at, end, t, src, dst, data.link.id))
-                at = end
+    transfers: list[Transfer] = []
+    offloads, prefetches = list(offloads), list(prefetches)
+    if offloads or prefetches:
+        link, d = data.offload_path()
+        for moves, src, dst in ((offloads, data.sram, d), (prefetches, d, data.sram)):
+            for i, start in moves:
+                item = data.items[i]
+                at = start
+                for t, b in zip(item.tensors, item.sizes, strict=True):
+                    end = at + link.transfer_cycles(b)
+                    transfers.append(Transfer(at, end, t, src, dst, link.id))
+                    at = end
     out_frees = [Free(0, t, data.sram) for t in data.unread_inputs]
     for i, memory, time in frees:
         out_frees.extend(Free(time, t, memory) for t in data.items[i].tensors)
@@ -351,13 +371,14 @@ def schedule_value(data: P2Data, schedule: Schedule) -> dict[str, int]:
     op_of = {op.id: op for op in data.ops}
     energy = sum(op_of[r.op].energy_pj for r in schedule.ops)
     if schedule.transfers:
+        link, d = data.offload_path()
         s_mem = data.instance.memory(data.sram)
-        d_mem = data.instance.memory(data.offload_memory)
-        size = {t: b for it in data.items for t, b in zip(it.tensors, it.sizes)}
+        d_mem = data.instance.memory(d)
+        size = {t: b for it in data.items for t, b in zip(it.tensors, it.sizes, strict=True)}
         for tr in schedule.transfers:
             b = size[tr.tensor]
-            src, dst = (s_mem, d_mem) if tr.dst == data.offload_memory else (d_mem, s_mem)
-            energy += (data.link.transfer_pj(b) + pj_of(b, src.read_fj_per_byte)
+            src, dst = (s_mem, d_mem) if tr.dst == d else (d_mem, s_mem)
+            energy += (link.transfer_pj(b) + pj_of(b, src.read_fj_per_byte)
                        + pj_of(b, dst.write_fj_per_byte))
     latency = schedule.makespan
     energy += data.static_pj(latency)
@@ -428,7 +449,8 @@ def trace_schedule(data: P2Data, schedule: Schedule) -> ScheduleTrace:
         # Baselines free a group's tensors one by one: follow the one read last.
         t0 = max(item.tensors, key=lambda t: max((index[u] for u in graph.tensor(t).consumers),
                                                   default=-1))
-        events: list[tuple[int, int, Any]] = []
+        # (time, phase, memory freed) or (time, phase, (kind, ordinal, ready)) of a new copy
+        events: list[tuple[int, int, str | tuple[str, int, int]]] = []
         for f in schedule.frees:
             if f.tensor == t0:
                 events.append((f.time, 0, f.memory))
@@ -447,8 +469,8 @@ def trace_schedule(data: P2Data, schedule: Schedule) -> ScheduleTrace:
         open_s: CopyTrace | None = None
         made: list[CopyTrace] = []
         d_free = makespan
-        for time, phase, what in sorted(events, key=lambda e: (e[0], e[1])):
-            if phase == 0:
+        for time, _, what in sorted(events, key=lambda e: (e[0], e[1])):
+            if isinstance(what, str):  # phase 0: a free
                 if what == data.sram and open_s is not None:
                     open_s.free = time
                     open_s = None
@@ -475,7 +497,10 @@ def paging_schedule(data: P2Data) -> Schedule:
     are kept until their last reader.
     """
     t = 0
-    runs, offloads, prefetches, frees = [], [], [], []
+    runs: list[tuple[int, int]] = []
+    offloads: list[tuple[int, int]] = []
+    prefetches: list[tuple[int, int]] = []
+    frees: list[tuple[int, str, int]] = []
     in_s = {item.index for item in data.items if item.producer is None}
     in_d: set[int] = set()
     for op in data.ops:
@@ -509,8 +534,9 @@ def baseline_schedule(instance: Instance, data: P2Data | None = None) -> Schedul
 
     ``None`` when none fits the budget or the runtime limit.
     """
-    best = None
-    makers = [store_all_sequence, chen_greedy_sequence, chen_sqrt_sequence]
+    best: Metrics | None = None
+    makers: list[Callable[[Instance], Schedule | Sequence]] = [
+        store_all_sequence, chen_greedy_sequence, chen_sqrt_sequence]
     if data is not None and data.link is not None:
         makers.append(lambda _: paging_schedule(data))
     for make in makers:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pulp
 
@@ -39,7 +39,11 @@ from monet_ilp.problems.p2.data import (
     trace_schedule,
 )
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
-from monet_ilp.schedule import Schedule, Sequence
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["P2StageMilp", "solve_p2_milp"]
 
@@ -57,6 +61,16 @@ class _Plan:
     Mout: dict[tuple[int, int], int] = field(default_factory=dict)
 
 
+def _read_in(readers: tuple[int, ...], k: int, ran: Mapping[tuple[int, int], int]) -> bool:
+    """Whether a reader of an item runs in stage k (op k, or a recomputation in ``ran``)."""
+    return any(k == u or ran.get((k, u), 0) for u in readers if u <= k)
+
+
+def _runs_in(plan: _Plan, k: int, v: int) -> int:
+    """R[k, v] of a plan: 1 for op k's first computation, else the plan's value."""
+    return 1 if k == v else plan.R.get((k, v), 0)
+
+
 class P2StageMilp:
     """The stage MILP of ``formulations/p2_milp.md`` for one :class:`P2Data`."""
 
@@ -64,14 +78,14 @@ class P2StageMilp:
         self.data = data
         self.deadline = deadline
         self.problem = pulp.LpProblem("p2_stage", pulp.LpMinimize)
-        self.R: dict[tuple[int, int], Any] = {}
-        self.S: dict[tuple[int, int], Any] = {}
-        self.Min: dict[tuple[int, int], Any] = {}
-        self.Mout: dict[tuple[int, int], Any] = {}
-        self.FREE: dict[tuple[int, int, int], Any] = {}
-        self.L: list[Any] = []
-        self.makespan = None
-        self.static = None
+        self.R: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.S: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.Min: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.Mout: dict[tuple[int, int], pulp.LpVariable] = {}
+        self.FREE: dict[tuple[int, int, int], pulp.LpVariable] = {}
+        self.L: list[pulp.LpVariable] = []
+        self.makespan: pulp.LpVariable  # M, made by _variables
+        self.static: pulp.LpVariable | None = None
         self._windows()
         self._variables()
         self._constraints()
@@ -92,7 +106,7 @@ class P2StageMilp:
             self.last_read[item.index] = max((max(self.run_stages[u]) for u in item.readers),
                                              default=-1)
 
-    def _add(self, constraint, name: str) -> None:
+    def _add(self, constraint: pulp.LpConstraint, name: str) -> None:
         """``addConstraint``, checking the deadline first (:class:`OutOfTime` past it)."""
         if self.deadline is not None:
             self.deadline.check("building the P2 stage MILP",
@@ -102,7 +116,7 @@ class P2StageMilp:
     def _can_run(self, k: int, v: int | None) -> bool:
         return v is not None and (k == v or (k, v) in self.R)
 
-    def _R(self, k: int, v: int | None):
+    def _R(self, k: int, v: int | None) -> pulp.LpVariable | int:
         """R[k, v] as a term: 1, a variable, or 0 (also for graph inputs, v = None)."""
         if v is None:
             return 0
@@ -211,7 +225,8 @@ class P2StageMilp:
         for k in range(data.n):
             base = [(size[i], self.S[(k, i)]) for (q, i) in self.S if q == k]
             base += [(size[i], self.Min[(k, i)]) for (q, i) in self.Min if q == k]
-            made, freed = [], []
+            made: list[tuple[int, pulp.LpVariable | int]] = []
+            freed: list[tuple[int, pulp.LpVariable]] = []
             for j in self._positions(k):
                 item = data.ops[j].item
                 if item is not None:
@@ -280,8 +295,8 @@ class P2StageMilp:
     # ------------------------------------------------------------ solutions
     def plan(self) -> _Plan:
         """The solver's values, rounded to 0/1."""
-        def get(table):
-            return {key: int(round(x.value() or 0)) for key, x in table.items()}
+        def get(table: dict[tuple[int, int], pulp.LpVariable]) -> dict[tuple[int, int], int]:
+            return {key: round(x.value() or 0) for key, x in table.items()}
 
         return _Plan(get(self.R), get(self.S), get(self.Min), get(self.Mout))
 
@@ -294,19 +309,17 @@ class P2StageMilp:
         """
         data = self.data
         R, S, Min, Mout = dict(plan.R), dict(plan.S), dict(plan.Min), dict(plan.Mout)
-        ran = lambda k, v: k == v or R.get((k, v), 0)  # noqa: E731
         changed = True
         while changed:
             changed = False
             for item in data.items:
                 i, p = item.index, item.producer
-                read = lambda k: any(ran(k, u) for u in item.readers if u <= k)  # noqa: E731
                 for (k, j), x in list(Min.items()):
                     if j != i or not x:
                         continue
                     q, useful = k + 1, False
                     while S.get((q, i)) and not useful:
-                        useful = read(q)
+                        useful = _read_in(item.readers, q, R)
                         q += 1
                     if not useful:
                         Min[(k, i)] = 0
@@ -316,11 +329,13 @@ class P2StageMilp:
                         Mout[(k, i)] = 0
                         changed = True
                 for k in range(data.n - 1, -1, -1):  # M3: S[k] excludes a new copy in stage k
-                    if S.get((k, i)) and not (read(k) or S.get((k + 1, i)) or Mout.get((k, i))):
+                    if S.get((k, i)) and not (_read_in(item.readers, k, R) or S.get((k + 1, i))
+                                              or Mout.get((k, i))):
                         S[(k, i)] = 0
                         changed = True
                     if p is not None and k != p and R.get((k, p)):
-                        read_later = any(ran(k, u) for u in item.readers if p < u <= k)
+                        read_later = any(k == u or R.get((k, u), 0)
+                                         for u in item.readers if p < u <= k)
                         if not (read_later or S.get((k + 1, i))):
                             R[(k, p)] = 0
                             changed = True
@@ -336,11 +351,13 @@ class P2StageMilp:
         was carried in for nothing, and not at all when it is kept.
         """
         data = self.data
-        R = lambda k, v: 1 if k == v else plan.R.get((k, v), 0)  # noqa: E731
         T = 0
-        runs, offloads, prefetches, frees = [], [], [], []
+        runs: list[tuple[int, int]] = []
+        offloads: list[tuple[int, int]] = []
+        prefetches: list[tuple[int, int]] = []
+        frees: list[tuple[int, str, int]] = []
         for k in range(data.n):
-            ran = [v for v in self._positions(k) if R(k, v)]
+            ran = [v for v in self._positions(k) if _runs_in(plan, k, v)]
             outs = sorted(i for (q, i), x in plan.Mout.items() if q == k and x)
             ins = sorted(i for (q, i), x in plan.Min.items() if q == k and x)
             compute = sum(data.ops[v].cycles for v in ran)
@@ -362,16 +379,17 @@ class P2StageMilp:
             for item in data.items:
                 i, p = item.index, item.producer
                 held = plan.S.get((k, i), 0)
-                made = p is not None and R(k, p) and p in finish
+                # the end of the run that made a new copy in this stage, if one did
+                made_at = finish.get(p) if p is not None and _runs_in(plan, k, p) else None
                 paged_in = plan.Min.get((k, i), 0)
-                if not (held or made or paged_in) or plan.S.get((k + 1, i), 0):
+                if not (held or made_at is not None or paged_in) or plan.S.get((k + 1, i), 0):
                     continue
                 if paged_in or plan.Mout.get((k, i), 0):
                     frees.append((i, data.sram, end))
                     continue
                 times = [T] if held else []
-                if made:
-                    times.append(finish[p])
+                if made_at is not None:
+                    times.append(made_at)
                 times += [finish[u] for u in item.readers if u in finish]
                 frees.append((i, data.sram, max(times)))
             T = end
@@ -398,18 +416,18 @@ class P2StageMilp:
         for v, starts in trace.runs.items():
             for s in starts[1:]:
                 k = stage_of(s, s + data.ops[v].cycles)
-                if (k, v) not in self.R or plan.R.get((k, v)):
+                if k is None or (k, v) not in self.R or plan.R.get((k, v)):
                     return None
                 plan.R[(k, v)] = 1
         for i, (start, _) in trace.offload.items():
             k = stage_of(start, start + data.items[i].transfer_cycles)
-            if (k, i) not in self.Mout:
+            if k is None or (k, i) not in self.Mout:
                 return None
             plan.Mout[(k, i)] = 1
         for i, starts in trace.prefetches.items():
             for s in starts:
                 k = stage_of(s, s + data.items[i].transfer_cycles)
-                if (k, i) not in self.Min:
+                if k is None or (k, i) not in self.Min:
                     return None
                 plan.Min[(k, i)] = 1
         for (k, i) in self.S:
@@ -427,14 +445,13 @@ class P2StageMilp:
                               (self.Mout, plan.Mout)):
             for key, x in table.items():
                 values[x.name] = float(chosen.get(key, 0))
-        R = lambda k, v: 1 if k == v else plan.R.get((k, v), 0)  # noqa: E731
         for (k, i, u), x in self.FREE.items():
-            later = any(R(k, w) for w in data.items[i].readers if u < w <= k)
-            values[x.name] = float(R(k, u) and not plan.S.get((k + 1, i))
+            later = any(_runs_in(plan, k, w) for w in data.items[i].readers if u < w <= k)
+            values[x.name] = float(_runs_in(plan, k, u) and not plan.S.get((k + 1, i))
                                    and not plan.Mout.get((k, i)) and not later)
         total = 0
         for k in range(data.n):
-            compute = sum(data.ops[v].cycles for v in self._positions(k) if R(k, v))
+            compute = sum(data.ops[v].cycles for v in self._positions(k) if _runs_in(plan, k, v))
             moved = sum(data.items[i].transfer_cycles for (q, i), x in plan.Mout.items() if q == k)
             moved += sum(data.items[i].transfer_cycles for (q, i), x in plan.Min.items() if q == k)
             values[self.L[k].name] = float(max(compute, moved))

@@ -21,14 +21,14 @@ from hypothesis import strategies as st
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
-from monet_ilp.problems.p2.data import p2_data, paging_schedule
-from monet_ilp.problems.p2.cpsat import solve_p2_cpsat
-from monet_ilp.problems.p2.milp import P2StageMilp, solve_p2_milp
 from monet_ilp.graph import random_layered, store_all_peak, zoo
 from monet_ilp.hardware.model import OpCost
 from monet_ilp.hardware.presets import preset
 from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem
 from monet_ilp.make import make_instance, p1_instance
+from monet_ilp.problems.p2.cpsat import solve_p2_cpsat
+from monet_ilp.problems.p2.data import p2_data, paging_schedule
+from monet_ilp.problems.p2.milp import P2StageMilp, solve_p2_milp
 from monet_ilp.solve import BackendResult, Status, solve
 
 WORKERS = 2
@@ -334,8 +334,8 @@ def test_cpsat_equals_milp_on_many_random_dags(n, seed, slack, objective, bandwi
                         link_latency=link_latency, static=static)
     if limit_slack is not None:
         inst = dataclasses.replace(inst, runtime_limit_cycles=op_cycles(inst) + limit_slack)
-    kw = dict(workers=WORKERS, time_limit=30, max_computes=max_computes,
-              max_prefetches=max_prefetches)
+    kw = {"workers": WORKERS, "time_limit": 30, "max_computes": max_computes,
+          "max_prefetches": max_prefetches}
     staged = check(inst, solve_p2_cpsat(inst, staged=True, **kw))
     milp = check(inst, solve_p2_milp(inst, **kw))
     timed = check(inst, solve_p2_cpsat(inst, **kw))

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
 
+from monet_ilp.engines.cpsat import Hints, run_cpsat
+from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p1.cpsat.encodings import DEFAULT_ENCODING, build_model
-from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.problems.p1.cpsat.hints import (
     Completion,
     baseline_completions,
@@ -25,12 +26,13 @@ from monet_ilp.problems.p1.cpsat.hints import (
     sequence_of,
 )
 from monet_ilp.problems.p1.cpsat.repair import best_repair
-from monet_ilp.problems.p1.cpsat.variables import P1Vars
-from monet_ilp.engines.cpsat import Hints, run_cpsat
-from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.instance import Instance
+from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Schedule, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.problems.p1.cpsat.variables import P1Vars
 
 __all__ = ["min_budget", "min_budget_cpsat", "solve_cpsat"]
 
@@ -114,8 +116,9 @@ def solve_cpsat(
     # One core: latency is the compute cost (O1); energy and the weighted sum are not.
     check_p1(instance, "cpsat")
     # private: warm starts skip the explanation and run to a share of the caller's deadline
-    explain_infeasible = options.pop("_explain_infeasible", True)
-    deadline = options.pop("_deadline", None) or Deadline(time_limit)  # everything counts
+    explain_infeasible: bool = options.pop("_explain_infeasible", True)
+    # a warm start's share of the caller's deadline, else time_limit; everything counts
+    deadline: Deadline = options.pop("_deadline", None) or Deadline(time_limit)
     _no_unknown_options(options)
     started = deadline.started
     grid = p1_data(instance, fixed_order=fixed_order, passes=passes)
@@ -219,9 +222,9 @@ def min_budget_cpsat(
     stats: dict[str, Any] = {}
     solver, status = _run(v, deadline, workers, log, seed, None, stats)
     if status == cp_model.OPTIMAL:
-        return int(round(solver.objective_value)) * grid.scale + grid.persistent_bytes, True
+        return round(solver.objective_value) * grid.scale + grid.persistent_bytes, True
     if status == cp_model.FEASIBLE:
-        return int(round(solver.objective_value)) * grid.scale + grid.persistent_bytes, False
+        return round(solver.objective_value) * grid.scale + grid.persistent_bytes, False
     return best.peak * grid.scale + grid.persistent_bytes, False
 
 
@@ -232,7 +235,7 @@ min_budget = min_budget_cpsat
 # ------------------------------------------------------------------ helpers
 def _no_unknown_options(options: dict[str, Any]) -> None:
     if options:
-        name = sorted(options)[0]
+        name = min(options)
         raise MonetError(
             f"unknown cpsat option {name!r}", field=name,
             fix="use encoding, max_computes, fixed_order, passes, use_baseline_hint, warm_start, "
@@ -262,7 +265,9 @@ def _model_stats(v: P1Vars) -> dict[str, Any]:
     }
 
 
-def _warm_start(instance, deadline, workers, encoding, max_computes, seed, params, stats):
+def _warm_start(instance: Instance, deadline: Deadline, workers: int | None, encoding: str,
+                max_computes: int | None, seed: int, params: dict[str, Any] | None,
+                stats: dict[str, Any]) -> Schedule | Sequence | None:
     """The schedule of the fixed-order, one-pass model, or ``None``: a third of the time left."""
     first = solve_cpsat(instance, workers=workers, encoding=encoding, max_computes=max_computes,
                         seed=seed, params=params, _explain_infeasible=False,
@@ -274,8 +279,9 @@ def _warm_start(instance, deadline, workers, encoding, max_computes, seed, param
     return None
 
 
-def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats,
-                 deadline) -> Completion | None:
+def _choose_hint(instance: Instance, grid: P1Data, hint: Schedule | Sequence | None,
+                 use_baseline: bool, max_computes: int | None, stats: dict[str, Any],
+                 deadline: Deadline) -> Completion | None:
     """The hint: the one given, else the cheapest baseline that fits (else a repaired one).
 
     Baselines and the repair run within the deadline; what they have not finished is
@@ -284,7 +290,7 @@ def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats,
     if hint is not None:
         if isinstance(hint, Schedule):
             computations = [r.op for r in sorted(hint.ops, key=lambda r: (r.start, r.end))]
-            hint = Sequence(tuple(), {}) if not computations else _as_sequence(computations)
+            hint = Sequence((), {}) if not computations else _as_sequence(computations)
         source = "warm_start" if "warm_start" in stats else "given"
         chosen = hint_from(grid, hint, source=source)
         stats["hint"] = source if chosen is not None else f"{source} (not usable: order differs)"
@@ -292,8 +298,8 @@ def _choose_hint(instance, grid, hint, use_baseline, max_computes, stats,
         fitting = [c for c in baseline_completions(instance, grid, deadline)
                    if c.fits(grid) and _within_computes(c, max_computes)]
         if not fitting and not deadline.passed():
-            seconds = deadline.solver_limit(0.25, at_most=REPAIR_SECONDS)
-            cells = best_repair(grid, time_limit=seconds)
+            seconds = deadline.solver_limit(0.25, at_most=REPAIR_SECONDS)  # not None: at_most set
+            cells = best_repair(grid, time_limit=REPAIR_SECONDS if seconds is None else seconds)
             try:
                 repaired = None if cells is None else complete(grid, cells, source="repair",
                                                                deadline=deadline)
@@ -338,7 +344,9 @@ def add_hint(v: P1Vars, c: Completion) -> None:
             hints(x, value)
 
 
-def _run(v: P1Vars, deadline, workers, log, seed, params, stats):
+def _run(v: P1Vars, deadline: Deadline, workers: int | None, log: bool, seed: int,
+         params: dict[str, Any] | None,
+         stats: dict[str, Any]) -> tuple[cp_model.CpSolver, cp_model.CpSolverStatus]:
     run = run_cpsat(v.model, deadline=deadline, workers=workers, seed=seed, log=log,
                     params=params, defaults=DEFAULT_PARAMS)
     stats.update(
@@ -351,7 +359,7 @@ def _run(v: P1Vars, deadline, workers, log, seed, params, stats):
     return run.solver, run.status
 
 
-def _bound(solver, trivial: int, objective: int | None) -> int:
+def _bound(solver: cp_model.CpSolver, trivial: int, objective: int | None) -> int:
     raw = solver.best_objective_bound
     bound = trivial
     if math.isfinite(raw):
@@ -361,7 +369,8 @@ def _bound(solver, trivial: int, objective: int | None) -> int:
     return bound if objective is None else min(bound, objective)
 
 
-def _result(instance, grid, completion, status, bound, stats, started, message,
+def _result(instance: Instance, grid: P1Data, completion: Completion, status: Status, bound: int,
+            stats: dict[str, Any], started: float, message: str,
             source: str = "cpsat") -> BackendResult:
     plan = completion.computations(grid)
     sequence = sequence_of(instance.graph, plan, meta={
@@ -374,8 +383,9 @@ def _result(instance, grid, completion, status, bound, stats, started, message,
     return BackendResult(status, sequence, completion.cost, bound, message, stats, source)
 
 
-def _hint_or_unknown(instance, grid, chosen, bound, max_computes, stats, started,
-                     reason) -> BackendResult:
+def _hint_or_unknown(instance: Instance, grid: P1Data, chosen: Completion | None, bound: int,
+                     max_computes: int | None, stats: dict[str, Any], started: float,
+                     reason: str) -> BackendResult:
     """No schedule of CP-SAT's own: the hint if it fits (FEASIBLE), else UNKNOWN; with ``bound``."""
     if chosen is not None and chosen.fits(grid) and _within_computes(chosen, max_computes):
         return _result(instance, grid, chosen, Status.FEASIBLE, min(bound, chosen.cost), stats,
@@ -386,7 +396,8 @@ def _hint_or_unknown(instance, grid, chosen, bound, max_computes, stats, started
                          stats)
 
 
-def _infeasible(instance, grid, stats, started, deadline, workers, encoding) -> BackendResult:
+def _infeasible(instance: Instance, grid: P1Data, stats: dict[str, Any], started: float,
+                deadline: Deadline, workers: int | None, encoding: str) -> BackendResult:
     """INFEASIBLE (proven), with the minimum budget found in the time left (time_limits.md)."""
     if not deadline.limited:
         deadline = Deadline(MIN_BUDGET_DEFAULT_SECONDS)

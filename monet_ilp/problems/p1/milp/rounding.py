@@ -13,14 +13,17 @@ solves the LPs it rounds, and :mod:`.lp_round` is the ``heuristic:lp-round`` bac
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass
-from typing import Any
-from typing import Sequence as Seq
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
 
-from monet_ilp.engines.deadline import Deadline
-from monet_ilp.problems.p1.data import P1Data
-from monet_ilp.problems.p1.milp.variables import Col, StageVariables
+from monet_ilp.problems.p1.milp.variables import Col, StageVariables, Term
 from monet_ilp.schedule import Compute, Release, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
+    from monet_ilp.problems.p1.data import P1Data
 
 __all__ = [
     "Plan",
@@ -77,7 +80,7 @@ def _check_plan(data: P1Data, plan: Plan) -> str:
     if len(plan) != data.n:
         return f"the plan has {len(plan)} stages, not {data.n}"
     for t, ops in enumerate(plan):
-        if not ops or ops[-1] != t or any(a >= b for a, b in zip(ops, ops[1:])):
+        if not ops or ops[-1] != t or any(a >= b for a, b in pairwise(ops)):
             return f"stage {t} must compute increasing ops ending with {t}: {ops}"
     return ""
 
@@ -150,7 +153,7 @@ def sequence_of_plan(data: P1Data, plan: Plan, *, meta: dict[str, Any] | None = 
 
 def plan_from_values(data: P1Data, x: StageVariables, values: Seq[float]) -> Plan:
     """The plan of a (near-)integral solution: ``R[t,i] > 0.5``."""
-    def computed(r) -> bool:
+    def computed(r: Term) -> bool:
         return values[r.index] > 0.5 if isinstance(r, Col) else bool(r)
 
     return [sorted(i for i, r in x.R[t].items() if computed(r)) for t in range(data.n)]
@@ -297,7 +300,7 @@ def recompute_for_retention(data: P1Data, x: StageVariables, kept: list[set[int]
 def round_lp_solution(data: P1Data, x: StageVariables, values: Seq[float], *,
                       thresholds: Seq[float] = (0.5,), samples: int = 0, seed: int = 0,
                       deadline: Deadline | None = None
-                      ) -> tuple[Plan | None, PlanCost | None, dict]:
+                      ) -> tuple[Plan | None, PlanCost | None, dict[str, int]]:
     """Round the S of an LP solution (thresholds, then random samples); keep the best valid plan.
 
     Each rounding is completed by :func:`recompute_for_retention`, cleaned by
@@ -314,11 +317,12 @@ def round_lp_solution(data: P1Data, x: StageVariables, values: Seq[float], *,
                 row[e] = values[s.index] if isinstance(s, Col) else float(s)
         fractional.append(row)
     rng = random.Random(seed)
-    rules: list[tuple[str, Any]] = [("threshold", th) for th in thresholds]
+    # (kind, threshold or sample number)
+    rules: list[tuple[str, float]] = [("threshold", th) for th in thresholds]
     rules += [("random", k) for k in range(samples)]
     best: tuple[Plan, PlanCost] | None = None
     tried = valid = 0
-    seen: set[tuple] = set()
+    seen: set[tuple[tuple[int, ...], ...]] = set()
     for kind, arg in rules:
         if deadline is not None and deadline.passed() and tried:
             break

@@ -13,20 +13,21 @@ from __future__ import annotations
 import math
 import re
 import time
+from collections.abc import Iterable, Mapping
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterable, Mapping
-from typing import Sequence as Seq
+from typing import TYPE_CHECKING, Any
 
-from monet_ilp.errors import MonetError
-from monet_ilp.evaluate import best_verified
 from monet_ilp.engines.cbc import run_cbc
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.export import export_path, write_model
 from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, SparseMilp, check_solver
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import best_verified
 from monet_ilp.heuristics import chen_greedy_sequence, store_all
 from monet_ilp.problems.p1.cpsat import min_budget
+from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.problems.p1.milp.constraints import add_constraints
 from monet_ilp.problems.p1.milp.objectives import total_compute_cost
 from monet_ilp.problems.p1.milp.rounding import (
@@ -42,11 +43,14 @@ from monet_ilp.problems.p1.milp.rounding import (
     sequence_of_plan,
     start_values,
 )
-from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.problems.p1.milp.variables import LinearModel, StageVariables, add_variables
-from monet_ilp.instance import Instance
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from monet_ilp.instance import Instance
 
 __all__ = [
     "Built",
@@ -287,15 +291,12 @@ def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
     if deadline.passed():
         return text + "; the minimum feasible budget was not searched (time limit)"
     try:
-        found = min_budget(instance, deadline=deadline.sub(at_most=MIN_BUDGET_SECONDS))
-    except Exception:
-        return text
-    need, proven = found if isinstance(found, tuple) else (found, True)
-    if isinstance(need, bool) or not isinstance(need, (int, float)):
+        need, proven = min_budget(instance, deadline=deadline.sub(at_most=MIN_BUDGET_SECONDS))
+    except (MonetError, OutOfTime):  # CP-SAT cannot handle the instance, or no time left
         return text
     if proven:
-        return text + f"; the minimum feasible budget is {int(need)} bytes (CP-SAT)"
-    return text + f"; a budget of {int(need)} bytes is feasible (CP-SAT, not proven minimal)"
+        return text + f"; the minimum feasible budget is {need} bytes (CP-SAT)"
+    return text + f"; a budget of {need} bytes is feasible (CP-SAT, not proven minimal)"
 
 
 #: Share of the time left that the LP relaxation (the bound, and the LP roundings' start)
@@ -339,7 +340,7 @@ def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | No
     fits, and within half the time left.
     """
     data, x = built.data, built.x
-    candidates: list[tuple[str, Any]] = []
+    candidates: list[tuple[str, Plan | None]] = []
     if isinstance(hint, Sequence):
         candidates.append(("given", plan_from_sequence(data, hint)))
     elif hint is not None:
@@ -357,7 +358,7 @@ def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | No
     best: tuple[int, str, list[float]] | None = None
     tried: dict[str, Any] = {}
 
-    def consider(name: str, plan) -> None:
+    def consider(name: str, plan: Plan | None) -> None:
         nonlocal best
         if plan is None:
             tried[name] = "no plan in stage form"
@@ -443,7 +444,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     def fallback(reason: str, bound: int | None) -> BackendResult:
         """The best baseline the evaluator accepts (FEASIBLE), else UNKNOWN; with ``bound``."""
         bound = trivial if bound is None else max(bound, trivial)
-        known = best_verified(instance, [("given", hint)] + baselines)
+        known = best_verified(instance, [("given", hint), *baselines])
         if known is None:
             return done(Status.UNKNOWN, bound=bound, message=f"{reason}; no schedule known")
         name, schedule, value = known
