@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ortools.sat.python import cp_model
 
@@ -39,12 +39,21 @@ from monet_ilp.problems.p3.data import (
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 
+if TYPE_CHECKING:
+    from monet_ilp.schedule import OpRun, Transfer
+
 __all__ = ["P3CpModel", "solve_p3_cpsat"]
 
 #: CP-SAT's objective lower-bound search joins the portfolio (as for P1): on mlp depth 8
 #: it raised the 45 s bound from 367 464 to 384 660 cycles on 2 cores, and on hetero_quad
 #: it found 173 175 instead of 229 067 with a bound of 141 257 instead of 126 635.
 DEFAULT_PARAMS: dict[str, Any] = {"extra_subsolvers": ["objective_lb_search"]}
+
+#: A literal of the model, or the constant 1 where the model fixes it (a first run, a
+#: run with one way to run, a mandatory copy).
+Lit = cp_model.IntVar | Literal[1]
+#: A linear expression over the model's variables (an int where it is a constant).
+Expr = cp_model.LinearExpr | cp_model.IntVar | int
 
 _OPTIONS = ("max_computes", "max_transfers", "colocate", "allow_recompute", "allow_offload",
             "allow_pin", "use_baseline_hint", "log", "seed", "params")
@@ -58,8 +67,8 @@ class _Alt:
     pinned: bool
     cycles: int
     energy_pj: int
-    lit: Any
-    interval: Any
+    lit: Lit
+    interval: cp_model.IntervalVar
 
 
 @dataclass
@@ -69,10 +78,10 @@ class _Run:
     op: int
     number: int
     start: cp_model.IntVar
-    end: Any
-    present: Any  # a literal, or 1
+    end: Expr
+    present: Lit
     alts: list[_Alt]
-    on_core: dict[str, Any] = field(default_factory=dict)  # core -> literal (or 1)
+    on_core: dict[str, Lit] = field(default_factory=dict)  # core -> literal (or 1)
 
 
 @dataclass
@@ -81,8 +90,8 @@ class _Move:
 
     route: P3Route
     source: int  # index of the source copy in copies[(item, route.src)]
-    lit: Any
-    interval: Any
+    lit: cp_model.IntVar
+    interval: cp_model.IntervalVar
 
 
 @dataclass
@@ -93,10 +102,10 @@ class _Transfer:
     dst: str
     number: int
     start: cp_model.IntVar
-    end: Any
-    present: Any
+    end: Expr  # the start until the moves are made
+    present: cp_model.IntVar
     moves: list[_Move]
-    sources: list[tuple[_Move, list[tuple[int, Any]]]] = field(default_factory=list)
+    sources: list[tuple[_Move, list[tuple[int, cp_model.IntVar]]]] = field(default_factory=list)
 
 
 @dataclass
@@ -106,19 +115,20 @@ class _Copy:
     item: int
     memory: str
     kind: str  # "run" | "transfer" | "input"
-    origin: Any  # (op, run number, core) | transfer index | None
-    present: Any  # literal or 1
-    alloc: Any
-    ready: Any
+    present: Lit
+    alloc: Expr
+    ready: Expr
     free: cp_model.IntVar
-    interval: Any
+    interval: cp_model.IntervalVar
+    run: tuple[int, int, str] | None = None  # a run's copy: (op, run number, core)
+    transfer: int | None = None  # a transfer's copy: the transfer's index
 
 
-def _is_true(lit) -> bool:
+def _is_true(lit: Lit | int) -> bool:
     return isinstance(lit, int) and lit == 1
 
 
-def _only_if(constraint, lit) -> None:
+def _only_if(constraint: cp_model.Constraint, lit: Lit) -> None:
     if not _is_true(lit):
         constraint.only_enforce_if(lit)
 
@@ -136,11 +146,11 @@ class P3CpModel:
         self.runs: list[list[_Run]] = []
         self.transfers: list[_Transfer] = []
         self.copies: dict[tuple[int, str], list[_Copy]] = {}
-        self.reads: dict[tuple[int, int, str, int], list[tuple[int, Any]]] = {}
-        self.pins: dict[tuple[int, str], Any] = {}
-        self.pin_intervals: list[tuple[int, str, Any]] = []
-        self.static = None
-        self.energy = None
+        self.reads: dict[tuple[int, int, str, int], list[tuple[int, cp_model.IntVar]]] = {}
+        self.pins: dict[tuple[int, str], cp_model.IntVar] = {}
+        self.pin_intervals: list[tuple[int, str, cp_model.IntervalVar]] = []
+        self.static: cp_model.IntVar | None = None
+        self.energy: Expr | None = None
         steps = [("run variables (V1)", self._run_variables),
                  ("pin variables (V4)", self._pin_variables),
                  ("copy variables (V2, V3)", self._copy_variables),
@@ -173,12 +183,13 @@ class P3CpModel:
             runs = []
             for k in range(op.max_runs):
                 start = m.new_int_var(0, H, f"s[{op.index},{k}]")
-                present = 1 if k == 0 else m.new_bool_var(f"p[{op.index},{k}]")
+                present: Lit = 1 if k == 0 else m.new_bool_var(f"p[{op.index},{k}]")
                 variants = [(c, False, op.cycles[c], op.energy_pj[c]) for c in op.cores]
                 variants += [(c, True, op.pinned_cycles[c], op.pinned_energy_pj[c])
                              for c in op.pinned_cycles]
                 alts = []
                 for c, pinned, cycles, energy in variants:
+                    lit: Lit
                     if len(variants) == 1 and k == 0:
                         lit = 1
                         interval = m.new_fixed_size_interval_var(start, cycles, f"run[{op.index},{k},{c}]")
@@ -230,12 +241,12 @@ class P3CpModel:
             for mem in data.memories:
                 copies = []
                 if item.producer is None and mem == data.input_home:
-                    copies.append(self._new_copy(i, mem, "input", None, 1, 0, 0))
+                    copies.append(self._new_copy(i, mem, None, None, 1, 0, 0))
                 if item.producer is not None:
                     for run in self.runs[item.producer]:
                         for c, on in run.on_core.items():
                             if data.memory_of[c] == mem:
-                                copies.append(self._new_copy(i, mem, "run", (run.op, run.number, c), on,
+                                copies.append(self._new_copy(i, mem, (run.op, run.number, c), None, on,
                                                              run.start, run.end))
                 self.copies[(i, mem)] = copies
         # Transfers are made after every memory has its run and input copies, so that
@@ -247,11 +258,11 @@ class P3CpModel:
                 routes = [r for r in data.routes_into(i, mem) if r.cycles > 0]
                 for j in range(data.max_transfers if routes else 0):
                     q = m.new_bool_var(f"q[{i},{mem},{j}]")
-                    x = m.new_int_var(0, H, f"x[{i},{mem},{j}]")
-                    m.add(x == 0).only_enforce_if(~q)
-                    self.transfers.append(_Transfer(i, mem, j, x, None, q, []))
+                    start = m.new_int_var(0, H, f"x[{i},{mem},{j}]")
+                    m.add(start == 0).only_enforce_if(~q)
+                    self.transfers.append(_Transfer(i, mem, j, start, start, q, []))
         for t, x in enumerate(self.transfers):
-            ends = []
+            ends: list[Expr] = []
             for route in data.routes_into(x.item, x.dst):
                 if route.cycles <= 0:
                     continue
@@ -263,11 +274,14 @@ class P3CpModel:
             m.add(sum(mv.lit for mv in x.moves) == x.present)
             x.end = x.start + sum(ends)
             self.copies[(x.item, x.dst)].append(
-                self._new_copy(x.item, x.dst, "transfer", t, x.present, x.start, x.end))
+                self._new_copy(x.item, x.dst, None, t, x.present, x.start, x.end))
 
-    def _new_copy(self, i: int, mem: str, kind: str, origin, present, alloc, ready) -> _Copy:
+    def _new_copy(self, i: int, mem: str, run: tuple[int, int, str] | None, transfer: int | None,
+                  present: Lit, alloc: Expr, ready: Expr) -> _Copy:
+        """The copy of item ``i`` in ``mem`` made by ``run``, ``transfer``, or neither (an input)."""
         m, H = self.model, self.horizon
-        tag = f"{i},{mem},{kind},{origin}"
+        kind = "run" if run is not None else "transfer" if transfer is not None else "input"
+        tag = f"{i},{mem},{kind},{run if run is not None else transfer}"
         free = m.new_int_var(0, H, f"f[{tag}]")
         if _is_true(present):
             size = m.new_int_var(0, H, f"len[{tag}]")
@@ -276,7 +290,7 @@ class P3CpModel:
             size = m.new_int_var(0, H, f"len[{tag}]")
             interval = m.new_optional_interval_var(alloc, size, free, present, f"res[{tag}]")
             m.add(free == 0).only_enforce_if(~present)
-        return _Copy(i, mem, kind, origin, present, alloc, ready, free, interval)
+        return _Copy(i, mem, kind, present, alloc, ready, free, interval, run, transfer)
 
     # ---------------------------------------------------------- constraints
     def _core_constraints(self) -> None:
@@ -341,11 +355,12 @@ class P3CpModel:
                     if not op.persistent_reads or data.persistent_home is None:
                         continue
                     here = [self.pins.get((p, mem)) for p in op.persistent_reads]
-                    if a.pinned:
-                        for lit in here:
+                    pinned_here = [lit for lit in here if lit is not None]
+                    if a.pinned:  # needs every read pinned here (each has a pin literal here)
+                        for lit in pinned_here:
                             m.add_implication(a.lit, lit)
-                    elif all(lit is not None for lit in here):
-                        clause = [~lit for lit in here]
+                    elif len(pinned_here) == len(here):
+                        clause = [~lit for lit in pinned_here]
                         m.add_bool_or(clause if _is_true(a.lit) else clause + [~a.lit])
                     for p in op.persistent_reads:  # read from DRAM or from this SRAM only
                         for (q, other), lit in self.pins.items():
@@ -358,10 +373,10 @@ class P3CpModel:
     def _copy_constraints(self) -> None:
         """C7 a copy lives from ready to at most the makespan; C8 one copy of an item per memory."""
         m, data = self.model, self.data
-        for (i, mem), copies in self.copies.items():
+        for copies in self.copies.values():
             for copy in copies:
                 _only_if(m.add(copy.free >= copy.ready), copy.present)
-                if copy.kind == "run" and data.ops[copy.origin[0]].cycles[copy.origin[2]] == 0:
+                if copy.run is not None and data.ops[copy.run[0]].cycles[copy.run[2]] == 0:
                     _only_if(m.add(copy.free >= copy.alloc + 1), copy.present)
                 m.add(copy.free <= self.makespan)
             if len(copies) > 1:
@@ -376,7 +391,7 @@ class P3CpModel:
             for mv in x.moves:
                 sources = []
                 for n, copy in enumerate(self.copies[(x.item, mv.route.src)]):
-                    if copy.kind == "transfer" and copy.origin == t:
+                    if copy.transfer == t:
                         continue
                     sigma = m.new_bool_var(f"src[{t},{mv.route.link},{mv.route.src},{n}]")
                     if not _is_true(copy.present):
@@ -411,17 +426,17 @@ class P3CpModel:
                     total += data.items[i].bytes
             fixed = 0
             if mem == data.persistent_home:
-                for p in data.persistent:
-                    lits = [lit for (q, _), lit in self.pins.items() if q == p.index]
+                for tensor in data.persistent:
+                    lits = [lit for (q, _), lit in self.pins.items() if q == tensor.index]
                     if not lits:
-                        fixed += p.bytes
+                        fixed += tensor.bytes
                         continue
-                    home = m.new_bool_var(f"home[{p.index}]")
+                    home = m.new_bool_var(f"home[{tensor.index}]")
                     m.add(sum(lits) + home == 1)
                     intervals.append(m.new_optional_interval_var(0, self.makespan, self.makespan, home,
-                                                                 f"persist[{p.index}]"))
-                    demands.append(p.bytes)
-                    total += p.bytes
+                                                                 f"persist[{tensor.index}]"))
+                    demands.append(tensor.bytes)
+                    total += tensor.bytes
             else:
                 for (p, where), lit in self.pins.items():
                     if where == mem:
@@ -444,7 +459,7 @@ class P3CpModel:
         relaxation the capacity that the cumulative hides from it.
         """
         m, data = self.model, self.data
-        pinned_in: dict[str, list[tuple[int, Any]]] = {}
+        pinned_in: dict[str, list[tuple[int, cp_model.IntVar]]] = {}
         for (p, mem), lit in self.pins.items():
             pinned_in.setdefault(mem, []).append((data.persistent[p].bytes, lit))
         for mem, terms in pinned_in.items():
@@ -519,10 +534,11 @@ class P3CpModel:
         energy += sum(mv.route.energy_pj * mv.lit for x in self.transfers for mv in x.moves)
         if data.static_fj_per_cycle:
             phi = data.static_fj_per_cycle
-            self.static = m.new_int_var(0, phi * self.horizon // 1000, "static_pj")
-            m.add(1000 * self.static <= phi * self.makespan)
-            m.add(phi * self.makespan <= 1000 * self.static + 999)
-            energy += self.static
+            static = m.new_int_var(0, phi * self.horizon // 1000, "static_pj")
+            self.static = static
+            m.add(1000 * static <= phi * self.makespan)
+            m.add(phi * self.makespan <= 1000 * static + 999)
+            energy += static
         self.energy = energy
         if data.objective is Objective.LATENCY:
             m.minimize(self.makespan)
@@ -546,10 +562,10 @@ class P3CpModel:
         pinned_mems = {(t, mem) for t, mem in schedule.pinned}
         hint = Hints(m)
 
-        starts: dict[int, list] = {}
-        for r in sorted(schedule.ops):
-            if r.op in index:
-                starts.setdefault(index[r.op], []).append(r)
+        starts: dict[int, list[OpRun]] = {}
+        for op_run in sorted(schedule.ops):
+            if op_run.op in index:
+                starts.setdefault(index[op_run.op], []).append(op_run)
         for op in data.ops:
             given = starts.get(op.index, [])
             for run in self.runs[op.index]:
@@ -564,10 +580,10 @@ class P3CpModel:
         for (p, mem), lit in self.pins.items():
             hint(lit, (data.persistent[p].id, mem) in pinned_mems)
         first_tensor = {it.tensors[0]: it.index for it in data.items}
-        moved: dict[tuple[int, str], list] = {}
-        for tr in sorted(schedule.transfers):
-            if tr.tensor in first_tensor:
-                moved.setdefault((first_tensor[tr.tensor], tr.dst), []).append(tr)
+        moved: dict[tuple[int, str], list[Transfer]] = {}
+        for sent in sorted(schedule.transfers):
+            if sent.tensor in first_tensor:
+                moved.setdefault((first_tensor[sent.tensor], sent.dst), []).append(sent)
         span = schedule.makespan
         frees: dict[tuple[str, str], list[int]] = {}
         for f in schedule.frees:
@@ -586,21 +602,22 @@ class P3CpModel:
             for copy in copies:
                 if copy.kind == "input":
                     life[id(copy)] = (0, 0, freed(i, mem, 0, at_start=True))
-                elif copy.kind == "run":
-                    v, k, c = copy.origin
+                elif copy.run is not None:
+                    v, k, c = copy.run
                     given = starts.get(v, [])
                     if k < len(given) and given[k].core == c:
                         r = given[k]
                         life[id(copy)] = (r.start, r.end, freed(i, mem, r.start))
-                else:
-                    x = self.transfers[copy.origin]
-                    given = moved.get((x.item, x.dst), [])
-                    if x.number < len(given):
-                        tr = given[x.number]
-                        route = next((mv.route for mv in x.moves if mv.route.link == tr.link
-                                      and mv.route.src == tr.src), None)
+                elif copy.transfer is not None:
+                    x = self.transfers[copy.transfer]
+                    sends = moved.get((x.item, x.dst), [])
+                    if x.number < len(sends):
+                        sent = sends[x.number]
+                        route = next((mv.route for mv in x.moves if mv.route.link == sent.link
+                                      and mv.route.src == sent.src), None)
                         if route is not None:
-                            life[id(copy)] = (tr.start, tr.start + route.cycles, freed(i, mem, tr.start))
+                            life[id(copy)] = (sent.start, sent.start + route.cycles,
+                                              freed(i, mem, sent.start))
                 hint(copy.free, life[id(copy)][2] if id(copy) in life else 0)
 
         def holding(i: int, mem: str, start: int, end: int) -> int | None:
@@ -611,14 +628,15 @@ class P3CpModel:
             return None
 
         for x in self.transfers:
-            given = moved.get((x.item, x.dst), [])
-            tr = given[x.number] if x.number < len(given) else None
+            sends = moved.get((x.item, x.dst), [])
+            tr = sends[x.number] if x.number < len(sends) else None
             hint(x.present, tr is not None)
             hint(x.start, tr.start if tr else 0)
             for mv, sources in x.sources:
                 chosen = tr is not None and mv.route.link == tr.link and mv.route.src == tr.src
                 hint(mv.lit, chosen)
-                n_src = holding(x.item, mv.route.src, tr.start, tr.start + mv.route.cycles) if chosen else None
+                n_src = (holding(x.item, mv.route.src, tr.start, tr.start + mv.route.cycles)
+                         if tr is not None and chosen else None)
                 for n, sigma in sources:
                     hint(sigma, n == n_src)
         for (v, k, c, i), choice in self.reads.items():
@@ -639,16 +657,19 @@ class P3CpModel:
         holds less and ends no later.
         """
         data, value = self.data, solver.value
-        on = lambda lit: _is_true(lit) or (not isinstance(lit, int) and solver.boolean_value(lit))  # noqa: E731
+
+        def on(lit: Lit) -> bool:
+            return _is_true(lit) or (not isinstance(lit, int) and solver.boolean_value(lit))
+
         runs_on = {(r.op, r.number) for runs in self.runs for r in runs if on(r.present)}
         xfer_on = {t for t, x in enumerate(self.transfers) if on(x.present)}
 
         def copy_alive(copy: _Copy) -> bool:
             if copy.kind == "input":
                 return True
-            if copy.kind == "run":
-                return (copy.origin[0], copy.origin[1]) in runs_on and on(copy.present)
-            return copy.origin in xfer_on
+            if copy.run is not None:
+                return (copy.run[0], copy.run[1]) in runs_on and on(copy.present)
+            return copy.transfer in xfer_on
 
         while True:
             used: set[tuple[int, str, int]] = set()
@@ -663,13 +684,13 @@ class P3CpModel:
             keep_x = {t for t in xfer_on if any(
                 (self.transfers[t].item, self.transfers[t].dst, n) in used
                 for n, cp in enumerate(self.copies[(self.transfers[t].item, self.transfers[t].dst)])
-                if cp.kind == "transfer" and cp.origin == t)}
+                if cp.transfer == t)}
             keep_runs = set()
             for (v, k) in runs_on:
                 if k == 0 or any((item, mem, n) in used for item in data.ops[v].writes
                                  for mem in data.memories
                                  for n, cp in enumerate(self.copies[(item, mem)])
-                                 if cp.kind == "run" and cp.origin[:2] == (v, k)):
+                                 if cp.run is not None and cp.run[:2] == (v, k)):
                     keep_runs.add((v, k))
             if (keep_x, keep_runs) == (xfer_on, runs_on):
                 break
@@ -812,7 +833,7 @@ def solve_p3_cpsat(
                          f"time limit ({limits})", stats)
 
 
-def _max(a, b):
+def _max(a: int | float | None, b: int | float | None) -> int | float | None:
     return b if a is None else a if b is None else max(a, b)
 
 

@@ -10,11 +10,12 @@ claim the same objective for it.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from math import gcd
 from types import MappingProxyType
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
@@ -207,8 +208,12 @@ class P3Data:
         finish: dict[int, int] = {}
         for op in self.ops:  # the instance order is topological
             fastest = min(list(op.cycles.values()) + list(op.pinned_cycles.values()))
-            ready = max((finish[self.items[i].producer] if self.items[i].producer is not None
-                         else self.input_arrival_cycles(i, op.index) for i in op.reads), default=0)
+            arrivals = []
+            for i in op.reads:
+                producer = self.items[i].producer
+                arrivals.append(finish[producer] if producer is not None
+                                else self.input_arrival_cycles(i, op.index))
+            ready = max(arrivals, default=0)
             ready = max([ready] + [finish[u] for u in op.after])
             finish[op.index] = ready + fastest
         return max(finish.values(), default=0)
@@ -223,8 +228,9 @@ class P3Data:
             raise MonetError("P3 has no compute objective", field="objective",
                              fix="use latency, energy or weighted")
         meta, alpha = self.instance.meta, self.instance.alpha
-        return (alpha * latency / meta["latency_ref_cycles"]
-                + (1 - alpha) * energy / meta["energy_ref_pj"])
+        latency_ref: float = meta["latency_ref_cycles"]  # meta is JSON: numbers read as Any
+        energy_ref: float = meta["energy_ref_pj"]
+        return alpha * latency / latency_ref + (1 - alpha) * energy / energy_ref
 
 
 def weighted_coefficients(data: P3Data) -> tuple[int, int]:
@@ -307,11 +313,11 @@ def p3_data(
     p_index = {t: k for k, t in enumerate(persistent_ids)}
     item_of_tensor: dict[str, int] = {}
     raw_items: list[dict[str, Any]] = []
-    for t in graph.tensors:
-        if t.persistent or t.producer is not None or not t.consumers:
+    for tensor in graph.tensors:
+        if tensor.persistent or tensor.producer is not None or not tensor.consumers:
             continue
-        item_of_tensor[t.id] = len(raw_items)
-        raw_items.append({"name": t.id, "tensors": (t.id,), "producer": None})
+        item_of_tensor[tensor.id] = len(raw_items)
+        raw_items.append({"name": tensor.id, "tensors": (tensor.id,), "producer": None})
     unread = tuple(t.id for t in graph.tensors
                    if not t.persistent and t.producer is None and not t.consumers)
     for k, op in enumerate(graph.ops):
@@ -358,8 +364,8 @@ def p3_data(
                              fix="cost every op on at least one core")
         pinned_table = instance.pinned_costs.get(op.id, {}) if allow_pin else {}
         p_reads = tuple(sorted({p_index[t] for t in op.inputs if t in p_index}))
-        after = tuple(sorted({index[graph.tensor(persistent_ids[p]).producer] for p in p_reads
-                              if graph.tensor(persistent_ids[p]).producer is not None}))
+        producers = (graph.tensor(persistent_ids[p]).producer for p in p_reads)
+        after = tuple(sorted({index[u] for u in producers if u is not None}))
         updates = tuple(sorted(p_index[t] for t in op.updates)) if op.updates else ()
         writes = tuple(i for i, raw in enumerate(raw_items) if raw["producer"] == k)
         useful = any(readers[i] for i in writes)
@@ -440,7 +446,9 @@ def assemble_p3_schedule(
     transfers}``, the backend's own count from the cost tables.
     """
     runs = sorted(runs, key=lambda r: (r.start, r.op))
-    out_runs, count, energy, ends = [], {}, 0, [0]
+    out_runs: list[OpRun] = []
+    count: dict[int, int] = {}
+    energy, ends = 0, [0]
     for r in runs:
         number = count.get(r.op, 0)
         count[r.op] = number + 1
@@ -454,7 +462,7 @@ def assemble_p3_schedule(
     for x in moved:
         item, link = data.items[x.item], links[x.route.link]
         at = x.start
-        for t, b in zip(item.tensors, item.sizes):
+        for t, b in zip(item.tensors, item.sizes, strict=True):
             end = at + link.transfer_cycles(b)
             out_transfers.append(Transfer(at, end, t, x.route.src, x.route.dst, link.id))
             at = end
@@ -473,14 +481,14 @@ def assemble_p3_schedule(
     return schedule, value
 
 
-def baseline_schedules(instance: Instance) -> list[tuple[bool, Any, Schedule]]:
+def baseline_schedules(instance: Instance) -> list[tuple[bool, int | float, Schedule]]:
     """The list schedules both P3 backends start from, best first.
 
     Store-all and the memory-aware scheduler (Belady eviction to DRAM), each with
     layer and op allocation, as ``(feasible, objective, schedule)`` sorted with the
     evaluator's feasible ones first, then by the instance's objective.
     """
-    found = []
+    found: list[tuple[bool, int | float, int, Schedule]] = []
     for build in (memory_aware_schedule, store_all_schedule):
         for allocate in ("layer", "op"):
             try:

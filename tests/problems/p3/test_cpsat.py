@@ -11,16 +11,16 @@ import pytest
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
-from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
-from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.make import make_instance
+from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
+from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.schedule import load_schedule
 from monet_ilp.solve import Status, solve
 
-TWO = dict(n_pe_x=2, n_pe_y=1)
+TWO = {"n_pe_x": 2, "n_pe_y": 1}
 
 
 def small(objective="latency", *, depth=1, width=64, batch=8, hw=None, **kwargs):
