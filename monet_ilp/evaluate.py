@@ -3,7 +3,7 @@
 It rebuilds copies, checks and metrics from an :class:`~monet_ilp.instance.Instance`
 and a :class:`~monet_ilp.schedule.Schedule` (or a P1
 :class:`~monet_ilp.schedule.Sequence`) alone, following ``formulations/evaluator.md``
-(E1 copies, E2 checks, E3 the sequence form, E4 metrics); it imports no formulation
+(EV.E1 copies, EV.E2 checks, EV.E3 the sequence form, EV.E4 metrics); it imports no formulation
 or heuristic code.
 """
 
@@ -43,7 +43,7 @@ __all__ = [
     "verified",
 ]
 
-#: The violation kinds of evaluator.md, E2, in the order of its table.
+#: The violation kinds of evaluator.md, EV.E2, in the order of its table.
 VIOLATION_KINDS: tuple[str, ...] = (
     "unknown_name",
     "missing_op",
@@ -70,7 +70,7 @@ MAX_VIOLATIONS_PER_KIND = 50
 # ====================================================================== results
 @dataclass(frozen=True)
 class Violation:
-    """One failed check of evaluator.md, E2.
+    """One failed check of evaluator.md, EV.E2.
 
     Parameters
     ----------
@@ -95,7 +95,7 @@ class Violation:
 
 @dataclass(frozen=True)
 class EnergyBreakdown:
-    """Energy of a schedule in picojoules, split as in evaluator.md, E4.
+    """Energy of a schedule in picojoules, split as in evaluator.md, EV.E4.
 
     ``total_pj`` is the sum of the six parts; it is computed, not passed.
     """
@@ -123,12 +123,12 @@ class EnergyBreakdown:
 
 @dataclass(frozen=True)
 class Metrics:
-    """What the evaluator found: feasibility, violations and the E4 metrics.
+    """What the evaluator found: feasibility, violations and the EV.E4 metrics.
 
     Attributes
     ----------
     feasible
-        True when no check of E2 failed.
+        True when no check of EV.E2 failed.
     violations
         The failed checks, at most :data:`MAX_VIOLATIONS_PER_KIND` of each kind.
     violation_counts
@@ -143,14 +143,14 @@ class Metrics:
         Peak occupancy of every memory of the instance.
     profile
         Per memory, the change points ``(time, bytes)`` of its occupancy.  For a
-        :class:`Sequence` there is one point per computation, at its start (E3), so
+        :class:`Sequence` there is one point per computation, at its start (EV.E3), so
         zero-cycle computations may give several points at one time.
     recomputations
         Runs with instance number >= 1.
     transfers
         Number of transfers.
     objective_value
-        The instance's objective (E4): an integer, or a float for ``weighted``.
+        The instance's objective (EV.E4): an integer, or a float for ``weighted``.
     schedule
         The timed schedule evaluated; for a :class:`Sequence`, the one built from it.
     """
@@ -222,13 +222,13 @@ def evaluate(instance: Instance, schedule: Schedule | Sequence) -> Metrics:
         The instance the schedule claims to solve.
     schedule
         A timed :class:`Schedule`, or a P1 :class:`Sequence` (one-core instances only),
-        which is timed back to back on the instance's core (E3).
+        which is timed back to back on the instance's core (EV.E3).
 
     Returns
     -------
     Metrics
         Feasibility, every violation found (an infeasible schedule never raises) and
-        the E4 metrics.
+        the EV.E4 metrics.
 
     Raises
     ------
@@ -374,13 +374,13 @@ class _Violations:
 
 
 def _missing_ops(index: _Index, ran: Mapping[str, Any], found: _Violations) -> None:
-    # E2 missing_op
+    # EV.E2 missing_op
     for op in index.op_order:
         if op not in ran:
             found.add("missing_op", "op {op!r} never runs", op=op)
 
 
-# =========================================================== E3: sequence form
+# =========================================================== EV.E3: sequence form
 def _evaluate_sequence(instance: Instance, index: _Index, sequence: Sequence) -> Metrics:
     if len(instance.cores) != 1:
         raise MonetError(
@@ -403,7 +403,7 @@ def _evaluate_sequence(instance: Instance, index: _Index, sequence: Sequence) ->
     ops = index.ops
     persistent = index.persistent
     capacity = index.capacity[memory]
-    # E1.5: persistent tensors, when modelled, sit in persistent_home all iteration.
+    # EV.E1.5: persistent tensors, when modelled, sit in persistent_home all iteration.
     base = index.persistent_bytes if instance.persistent_home == memory else 0
 
     resident = set(index.graph_inputs)
@@ -453,7 +453,7 @@ def _evaluate_sequence(instance: Instance, index: _Index, sequence: Sequence) ->
                               "again (step {step}); it must run once", op=op, time=time, step=step_no)
                 for t in info.updates:
                     updated_by[t] = op
-            # E3: while v runs, memory holds the resident set plus v's new outputs.
+            # EV.E3: while v runs, memory holds the resident set plus v's new outputs.
             for t in info.writes:
                 if t not in resident:
                     resident.add(t)
@@ -513,7 +513,7 @@ def _evaluate_sequence(instance: Instance, index: _Index, sequence: Sequence) ->
     peaks: dict[str, int] = {m: 0 for m in index.memory_ids}
     if points:
         if points[-1][1]:
-            points.append((latency, 0))  # E1.4: whatever is left goes at the makespan
+            points.append((latency, 0))  # EV.E1.4: whatever is left goes at the makespan
         profile[memory] = tuple(points)
         peaks[memory] = peak
     home = instance.persistent_home
@@ -548,7 +548,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
     links = index.links
     modelled = index.modelled
 
-    # ---------------------------------------------------------- pins (E1.5)
+    # ---------------------------------------------------------- pins (EV.E1.5)
     pinned: dict[str, str] = {}
     for t, m in schedule.pinned:
         if t not in nbytes or m not in index.capacity:
@@ -582,7 +582,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
         runs_by_op.setdefault(run.op, []).append(run)
         runs_by_core.setdefault(run.core, []).append(run)
 
-    # Instance numbers by start time (E2): 0 is the first computation.
+    # Instance numbers by start time (EV.E2): 0 is the first computation.
     ranked: list[tuple[OpRun, int]] = []
     compute_pj = recompute_pj = sram_pj = dram_pj = link_pj = recomputations = 0
     for op, op_runs in runs_by_op.items():
@@ -672,7 +672,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
 
     latency = schedule.makespan
 
-    # -------------------------------------------------------- copies (E1)
+    # -------------------------------------------------------- copies (EV.E1)
     # Events at one instant: frees first (a copy freed at t is gone for a run or
     # transfer starting at t), then allocations; a free that finds no copy is retried
     # after them, so a zero-cycle run's output can be freed at the instant it appears.
@@ -729,7 +729,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
             memory = core_memory[item.core]
             for t in ops[item.op].writes:
                 key = (t, memory)
-                if key not in open_copy:  # E1.2: a resident copy is rewritten
+                if key not in open_copy:  # EV.E1.2: a resident copy is rewritten
                     copy = [item.start, item.end, -1]
                     copies.setdefault(key, []).append(copy)
                     open_copy[key] = copy
@@ -743,7 +743,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
                 copies.setdefault(key, []).append(copy)
                 open_copy[key] = copy
     retry_frees(retry)
-    for copy in open_copy.values():  # E1.4: kept until the makespan
+    for copy in open_copy.values():  # EV.E1.4: kept until the makespan
         copy[2] = max(latency, copy[0])
 
     # ------------------------------------------------ residency and ordering
@@ -791,7 +791,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
                               end=run.end, tensor=t, op=op, time=first.start)
     _missing_ops(index, runs_by_op, found)
 
-    # ------------------------------------------------------ capacity (E2)
+    # ------------------------------------------------------ capacity (EV.E2)
     deltas: dict[str, dict[int, int]] = {m: {} for m in index.memory_ids}
     for (t, memory), memory_copies in copies.items():
         size = nbytes[t]
@@ -821,7 +821,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
 
 
 def _has_copy(candidates: list[list[int]] | None, start: int, end: int) -> bool:
-    """E2 not_resident: some copy is ready by ``start`` and kept until ``end``."""
+    """EV.E2 not_resident: some copy is ready by ``start`` and kept until ``end``."""
     if candidates:
         for alloc_ready_free in candidates:
             if alloc_ready_free[1] <= start and alloc_ready_free[2] >= end:

@@ -99,7 +99,7 @@ def budget_bytes_of(graph: TrainingGraph, budget: float | int, *, field_name: st
     Text as users write it goes through :func:`parse_budget` first.
 
     The peak is that of non-persistent tensors in the graph's op order
-    (``formulations/training_graph.md``, M1); persistent tensors are outside the budget.
+    (``formulations/training_graph.md``, TG.M1); persistent tensors are outside the budget.
     """
 
     if isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0:

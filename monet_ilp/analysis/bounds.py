@@ -14,7 +14,7 @@ Families (``formulations/bounds.md`` states each and why it holds):
     below it no schedule exists;
 * **solver**: the best bound of the CP-SAT model after a time limit, and the LP
   relaxation of the MILP (P1: Checkmate's; P3: small instances).  These are bounds
-  over the model's class of schedules (``p3_problem.md``, K3 with its limits C and T),
+  over the model's class of schedules (``p3_problem.md``, P3.K3 with its limits C and T),
   which the message says.
 
 The best bound is the largest value among those computed.  The combinatorial

@@ -2,8 +2,8 @@
 
 ``pareto_front(instance, points=8)`` solves the latency optimum, the energy optimum,
 then the energy optimum under ``points - 2`` runtime limits spread evenly between the
-two latencies (``runtime_limit_cycles``, constraint C13 of ``formulations/p3_cpsat.md``
-and C14 of ``p2_cpsat.md``).  Each point carries the solver's bound: for a capped
+two latencies (``runtime_limit_cycles``, constraint P3C.C13 of ``formulations/p3_cpsat.md``
+and P2C.C14 of ``p2_cpsat.md``).  Each point carries the solver's bound: for a capped
 energy solve, a certified lower bound on the energy of any schedule (of the model's
 class) whose latency is at most the cap.  The result is the front file of
 :mod:`monet_ilp.plot` (its docstring gives the format).

@@ -487,7 +487,7 @@ class _RuleContext:
 
 # ------------------------------------------------------------------- op rules
 # Each rule returns a FwdNode whose ``needs`` follow what PyTorch autograd saves
-# (formulations/training_graph.md, table T1).  FLOPs outside the MAC array are
+# (formulations/training_graph.md, table TG.T1).  FLOPs outside the MAC array are
 # per-element estimates; MACs are exact.
 
 def _rule_conv(c: _RuleContext) -> FwdNode:

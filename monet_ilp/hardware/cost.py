@@ -2,7 +2,7 @@
 
 Third step of the pipeline's hardware side: the instance builder calls :func:`op_cost`
 for every (op, core) pair that :func:`can_run` allows.  Every number follows a
-formula of ``formulations/cost_model.md``; the comments cite its labels (C1, C2, ...).
+formula of ``formulations/cost_model.md``; the comments cite its labels (CM.C1, CM.C2, ...).
 The model is a roofline per op: the MAC array with its spatial (ceil) losses plus the
 vector unit, against the op's compulsory SRAM and DRAM traffic.
 """
@@ -34,7 +34,7 @@ class CostModelError(MonetError):
     """An op the cost model cannot cost on a core (node-link ops, excluded op types)."""
 
 
-#: Op kinds judged by their op type *or* their kind name in ``Core.op_types`` (C1).
+#: Op kinds judged by their op type *or* their kind name in ``Core.op_types`` (CM.C1).
 _KIND_NAMED = (OpKind.LOSS, OpKind.OPTIMIZER)
 
 
@@ -44,7 +44,7 @@ def anchor_type(op: Op) -> str:
 
 
 def can_run(op: Op, core: Core) -> bool:
-    """Whether ``core`` may run ``op`` (C1).
+    """Whether ``core`` may run ``op`` (CM.C1).
 
     A core with no ``op_types`` runs everything.  Otherwise it runs an op whose
     anchor type (first member of a fused type) it lists; loss and optimizer ops also
@@ -102,7 +102,7 @@ class CostBreakdown:
 
     @property
     def utilisation(self) -> Fraction:
-        """Achieved MAC-array utilisation ``macs / (mac cycles * U * L)`` (C5); 0 without MACs."""
+        """Achieved MAC-array utilisation ``macs / (mac cycles * U * L)`` (CM.C5); 0 without MACs."""
         if not self.macs or not self.mac_core_cycles:
             return Fraction(0)
         return Fraction(self.macs, self.mac_core_cycles * self.macs_per_cycle)
@@ -116,7 +116,7 @@ def op_cost(op: Op, graph: TrainingGraph, core: Core, hw: Hardware, *, pinned: b
 
     ``pinned=True`` costs the op with its persistent tensors (weights, weight
     gradients, optimizer states) held in the core's SRAM instead of streamed from
-    and to DRAM (C7).  Raises :class:`CostModelError` for node-link ops (their costs
+    and to DRAM (CM.C7).  Raises :class:`CostModelError` for node-link ops (their costs
     come with the graph) and for ops the core cannot run (:func:`can_run`).
     """
     return cost_breakdown(op, graph, core, hw, pinned=pinned).to_cost()
@@ -138,43 +138,43 @@ def cost_breakdown(op: Op, graph: TrainingGraph, core: Core, hw: Hardware, *, pi
             fix="cost only pairs that can_run() allows, or add the type to the core's op_types",
         )
     u_l = core.macs_per_cycle
-    # C3: what the U units, the L lanes and time iterate over.
+    # CM.C3: what the U units, the L lanes and time iterate over.
     mapping, parallel, reduction, steps = _unrolling(op)
     factor = _exact(core.utilisation_of(anchor_type(op)))
     if mapping in ("conv", "gemm"):
-        tiles = -(-parallel // core.simd_units) * -(-reduction // core.lanes)  # C2
-        spatial = Fraction(parallel * reduction, tiles * u_l)  # C5: spatial utilisation
-        scale = Fraction(op.macs, parallel * reduction * steps)  # C4
-        mac_cycles = _ceil(tiles * steps * scale / factor)  # C5
+        tiles = -(-parallel // core.simd_units) * -(-reduction // core.lanes)  # CM.C2
+        spatial = Fraction(parallel * reduction, tiles * u_l)  # CM.C5: spatial utilisation
+        scale = Fraction(op.macs, parallel * reduction * steps)  # CM.C4
+        mac_cycles = _ceil(tiles * steps * scale / factor)  # CM.C5
     elif mapping == "generic":
         tiles, steps, spatial, scale = -(-op.macs // u_l), 1, Fraction(1), Fraction(1)
-        mac_cycles = _ceil(Fraction(op.macs, u_l) / factor)  # C5'
+        mac_cycles = _ceil(Fraction(op.macs, u_l) / factor)  # CM.C5'
     else:
         tiles, steps, spatial, scale, mac_cycles = 0, 0, Fraction(0), Fraction(0), 0
-    # C6: non-MAC FLOPs on the vector unit, after the MAC work (no overlap).
+    # CM.C6: non-MAC FLOPs on the vector unit, after the MAC work (no overlap).
     vector_flops = max(0, op.flops - 2 * op.macs)
     vector_cycles = -(-vector_flops // core.vector_ops_per_cycle)
     compute_core = mac_cycles + vector_cycles
-    # C7: compulsory traffic; persistent tensors go to DRAM unless pinned.
+    # CM.C7: compulsory traffic; persistent tensors go to DRAM unless pinned.
     sram_r, sram_w, dram_r, dram_w = _traffic(op, graph, pinned)
-    sram_core = _ceil(Fraction(sram_r + sram_w) / _exact(core.sram_bandwidth_bytes_per_cycle))  # C8
+    sram_core = _ceil(Fraction(sram_r + sram_w) / _exact(core.sram_bandwidth_bytes_per_cycle))  # CM.C8
     if dram_r + dram_w:
-        dram_bw = dram_bandwidth_of(hw, core)  # C9
+        dram_bw = dram_bandwidth_of(hw, core)  # CM.C9
         dram_cycles = _ceil(Fraction(dram_r + dram_w) / dram_bw)
     else:
         dram_bw, dram_cycles = Fraction(0), 0
-    # C10: core clock -> reference clock, then the roofline.
+    # CM.C10: core clock -> reference clock, then the roofline.
     compute = _to_reference(compute_core, core.clock_hz, hw.clock_hz)
     sram = _to_reference(sram_core, core.clock_hz, hw.clock_hz)
     cycles = max(compute, sram, dram_cycles, 1)
     bound = next((name for name, c in (("compute", compute), ("sram", sram), ("dram", dram_cycles)) if c == cycles),
                  "compute")  # all zero: the one-cycle floor
-    # C11: energy, each part rounded half up once.
+    # CM.C11: energy, each part rounded half up once.
     compute_pj = _round(op.macs * _exact(core.mac_pj) + vector_flops * _exact(core.vector_op_pj))
     sram_pj = _round(sram_r * _exact(core.sram_read_pj_per_byte) + sram_w * _exact(core.sram_write_pj_per_byte))
     if dram_r + dram_w:
         dram = hw.dram
-        assert dram is not None  # dram_bandwidth_of (C9) refused hardware without one
+        assert dram is not None  # dram_bandwidth_of (CM.C9) refused hardware without one
         dram_pj = _round(dram_r * _exact(dram.read_pj_per_byte) + dram_w * _exact(dram.write_pj_per_byte))
     else:
         dram_pj = 0
@@ -213,7 +213,7 @@ def cost_breakdown(op: Op, graph: TrainingGraph, core: Core, hw: Hardware, *, pi
 
 
 def _unrolling(op: Op) -> tuple[str, int, int, int]:
-    """(mapping, P, R, T) of C3: what the U units, the L lanes and time iterate over."""
+    """(mapping, P, R, T) of CM.C3: what the U units, the L lanes and time iterate over."""
     if op.macs == 0:
         return "none", 0, 0, 0
     d = op.dims
@@ -223,19 +223,19 @@ def _unrolling(op: Op) -> tuple[str, int, int, int]:
         k, c, g = d["K"], d["C"], max(1, d.get("G", 1))
         # Output pixels and kernel taps (OY, OX, FY, FX, or O0.., F0.. beyond 2-D).
         steps = d["B"] * math.prod(v for key, v in d.items() if key[0] in "OF")
-        if data_grad:  # C3b: dX is a conv from K/G channels (per group) to C*G channels
+        if data_grad:  # CM.C3b: dX is a conv from K/G channels (per group) to C*G channels
             return "conv", c * g, max(1, k // g), steps
-        return "conv", k, c, steps  # C3a: forward, and dW (a K x C tile of dW)
+        return "conv", k, c, steps  # CM.C3a: forward, and dW (a K x C tile of dW)
     if anchor in ("Gemm", "MatMul") and all(d.get(k, 0) > 0 for k in ("M", "N", "K")):
         steps = d.get("B", 1) * d["M"]
-        if data_grad:  # C3d: dA = dY . B^T, output width K, reduction over N
+        if data_grad:  # CM.C3d: dA = dY . B^T, output width K, reduction over N
             return "gemm", d["K"], d["N"], steps
-        return "gemm", d["N"], d["K"], steps  # C3c: forward, and dB = A^T . dY
+        return "gemm", d["N"], d["K"], steps  # CM.C3c: forward, and dB = A^T . dY
     return "generic", 0, 0, 0
 
 
 def _traffic(op: Op, graph: TrainingGraph, pinned: bool) -> tuple[int, int, int, int]:
-    """(SRAM read, SRAM write, DRAM read, DRAM write) bytes of C7."""
+    """(SRAM read, SRAM write, DRAM read, DRAM write) bytes of CM.C7."""
     sram_r = sram_w = dram_r = dram_w = 0
     for t in dict.fromkeys(op.inputs):
         tensor = graph.tensor(t)
@@ -253,7 +253,7 @@ def _traffic(op: Op, graph: TrainingGraph, pinned: bool) -> tuple[int, int, int,
 
 
 def dram_bandwidth_of(hw: Hardware, core: Core) -> Fraction:
-    """Bytes per reference cycle at which ``core`` streams from DRAM (C9).
+    """Bytes per reference cycle at which ``core`` streams from DRAM (CM.C9).
 
     The DRAM's full bandwidth, capped by the widest path of links from the core's
     SRAM to ``dram`` (the largest bottleneck bandwidth over all paths).
@@ -326,7 +326,7 @@ def _ceil(x: Fraction) -> int:
 
 
 def _round(x: Fraction) -> int:
-    """Round half up, once per energy part (C11)."""
+    """Round half up, once per energy part (CM.C11)."""
     return math.floor(x + Fraction(1, 2))
 
 

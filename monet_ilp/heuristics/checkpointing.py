@@ -170,7 +170,7 @@ def plan_order(graph: TrainingGraph) -> list[str]:
     """The graph's op order with optimizer ops moved last (they already are in built graphs).
 
     Recomputing a forward op after the optimizer has updated a weight it reads would
-    read the new weight (E2 ``update_hazard``); running every optimizer op after the
+    read the new weight (EV.E2 ``update_hazard``); running every optimizer op after the
     whole backward pass rules that out.
 
     Raises

@@ -639,7 +639,7 @@ class _Decoder:
         start = max(start, self.cursor[mem])
         for t in ins:
             start = max(start, resident[t])
-        for t in outs:  # a rerun rewrites a resident copy (E1.2) once it has arrived
+        for t in outs:  # a rerun rewrites a resident copy (EV.E1.2) once it has arrived
             if t in resident and resident[t] > start:
                 start = resident[t]
         for t in plan.wait_made[k]:

@@ -2,7 +2,7 @@
 
 Shared by the baseline heuristics (store-all, Chen): a heuristic decides *what to
 compute when*; this module places every :class:`~monet_ilp.schedule.Release` by
-liveness and replays the result under ``formulations/evaluator.md`` (E3) to report
+liveness and replays the result under ``formulations/evaluator.md`` (EV.E3) to report
 its compute cost and peak.  The evaluator remains the witness; these numbers are
 what the heuristics claim.
 """
@@ -31,7 +31,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SequenceCost:
-    """What a P1 sequence costs under E3.
+    """What a P1 sequence costs under EV.E3.
 
     Attributes
     ----------
@@ -51,7 +51,7 @@ class SequenceCost:
 def sequence_form_applies(instance: Instance) -> bool:
     """Whether a P1 :class:`~monet_ilp.schedule.Sequence` can express a schedule of ``instance``.
 
-    E3 runs a sequence on a single core whose memory holds the graph inputs.
+    EV.E3 runs a sequence on a single core whose memory holds the graph inputs.
     """
     return len(instance.cores) == 1 and instance.cores[0].memory == instance.input_home
 
@@ -76,7 +76,7 @@ def place_releases(
     before the first step) and lives until the last computation that reads it before
     the tensor is produced again; it is released right after that computation, or
     right after it is produced when nothing reads it (Checkmate's convention).  A graph
-    input that nothing reads is released after the first computation, as in M1 of
+    input that nothing reads is released after the first computation, as in TG.M1 of
     ``formulations/training_graph.md``.
 
     Parameters
@@ -136,10 +136,10 @@ def place_releases(
 
 
 def replay(instance: Instance, steps: Iterable[Compute | Release]) -> SequenceCost:
-    """Cost and peak of a P1 sequence on the instance's first core (E3 semantics).
+    """Cost and peak of a P1 sequence on the instance's first core (EV.E3 semantics).
 
     The peak includes the persistent tensors when the instance models them in the
-    core's memory (E1.5).
+    core's memory (EV.E1.5).
 
     No check is made beyond what is needed to count: use
     :func:`monet_ilp.evaluate.evaluate` to verify a sequence.
@@ -148,9 +148,9 @@ def replay(instance: Instance, steps: Iterable[Compute | Release]) -> SequenceCo
     core = instance.cores[0]
     resident = {t.id for t in graph.tensors if not t.persistent and t.producer is None}
     held = sum(graph.tensor(t).bytes for t in resident)
-    if instance.persistent_home == core.memory:  # E1.5: modelled, and held in this memory
+    if instance.persistent_home == core.memory:  # EV.E1.5: modelled, and held in this memory
         held += sum(t.bytes for t in graph.tensors if t.persistent)
-    peak = 0  # E3 checks memory while an op runs, not before the first one
+    peak = 0  # EV.E3 checks memory while an op runs, not before the first one
     cycles = 0
     runs: dict[str, int] = {}
     for step in steps:

@@ -45,7 +45,7 @@ def store_all_sequence(instance: Instance) -> Sequence:
 
     Non-persistent tensors are released right after their last reader (right after
     their producer when nothing reads them, e.g. the loss value), so the sequence's
-    peak is the store-all peak of the graph (M1 in ``formulations/training_graph.md``;
+    peak is the store-all peak of the graph (TG.M1 in ``formulations/training_graph.md``;
     plus the persistent bytes if the instance keeps them in the core's memory).
 
     Parameters

@@ -161,7 +161,7 @@ def _empty_memory_note(instance: Instance, timed: Schedule, memory: str) -> str:
     """Why a memory's peak is 0: nothing used it, or its cores' runs need no copies.
 
     A run makes copies of its non-persistent outputs in its core's memory and reads
-    its non-persistent inputs there (evaluator.md, E1.2 and E2 not_resident); its
+    its non-persistent inputs there (evaluator.md, EV.E1.2 and EV.E2 not_resident); its
     persistent inputs and outputs (weights, gradients, optimizer state) stay in
     ``persistent_home`` unless pinned.  So a core whose runs touch only persistent
     tensors, such as optimizer updates, streams them and holds nothing.
@@ -217,7 +217,7 @@ def _draw_runs(ax: Axes, instance: Instance, timed: Schedule, lane_of: Mapping[s
     """One collection per lane for first runs and one for recomputations (hatched)."""
     kind_of = {op.id: str(op.kind) for op in instance.graph.ops}
     # A recomputation is a run that is not its op's first by (start, end), as the
-    # evaluator numbers them (evaluator.md, E2); the schedule's instance field is not trusted.
+    # evaluator numbers them (evaluator.md, EV.E2); the schedule's instance field is not trusted.
     seen: set[str] = set()
     bars: dict[tuple[int, bool], tuple[list[tuple[int, int]], list[str]]] = {}
     kinds: set[str] = set()

@@ -3,8 +3,8 @@
 Place in the pipeline: an :class:`~monet_ilp.instance.Instance` of class P1
 (``formulations/p1_problem.md``) passes :func:`check_p1`, then :func:`p1_data` turns
 it into a :class:`P1Data`, the plain integer data both exact models are built from:
-the CP-SAT model (``formulations/p1_cpsat.md``, "Data" and "Domains" D0-D3) and the
-stage MILP (``formulations/p1_milp.md`` §1 and the domain of §4, D1-D4).  The chain
+the CP-SAT model (``formulations/p1_cpsat.md``, "Data" and "Domains" P1C.D0-D3) and the
+stage MILP (``formulations/p1_milp.md`` §1 and the domain of §4, P1M.D1-D4).  The chain
 DP (``formulations/dp.md``) reads its own chain view of the graph, but passes the same
 :func:`check_p1` and holds the same budget (:func:`persistent_bytes_held`).
 Everything here is integer and solver-free, so the hint, rounding and extraction
@@ -39,7 +39,7 @@ def check_p1(instance: Instance, backend: str | None = None) -> None:
        instance gives each op a cost on some core).
 
     The budget is no entry rule: the values get the capacity less the persistent bytes
-    the core memory holds (:func:`persistent_bytes_held`, E1.5); when that is
+    the core memory holds (:func:`persistent_bytes_held`, EV.E1.5); when that is
     negative the instance is infeasible, which each backend reports as a result.
 
     Raises
@@ -61,7 +61,7 @@ def check_p1(instance: Instance, backend: str | None = None) -> None:
 
 
 def persistent_bytes_held(instance: Instance) -> int:
-    """The persistent bytes the P1 core's memory holds all along (E1.5): 0 unless modelled there."""
+    """The persistent bytes the P1 core's memory holds all along (EV.E1.5): 0 unless modelled there."""
     if instance.persistent_home != instance.cores[0].memory:
         return 0
     return sum(t.bytes for t in instance.graph.tensors if t.persistent)
@@ -125,21 +125,21 @@ class P1Data:
         Graph inputs no op reads: released before the first computation.
     first
         ``[ef_i, lf_i]``: the stages in which node ``i`` may be computed for the
-        first time (a single stage with ``fixed_order``; ``p1_cpsat.md`` D0).
+        first time (a single stage with ``fixed_order``; ``p1_cpsat.md`` P1C.D0).
     compute_stages
         ``[lo, hi]``: the stages in which node ``i`` may be computed at all
-        (``p1_cpsat.md`` D1).
+        (``p1_cpsat.md`` P1C.D1).
     retain_stages
         ``[lo, hi]``: the stages at whose start node ``i`` may be resident
-        (``p1_cpsat.md`` D2); empty when ``lo > hi``.
+        (``p1_cpsat.md`` P1C.D2); empty when ``lo > hi``.
     input_retain_last
         The last stage at whose start input ``g`` may still be resident
-        (``p1_cpsat.md`` D3).
+        (``p1_cpsat.md`` P1C.D3).
     first_update
         The node of the first optimizer op, ``n`` when there is none (``t_u`` of
-        ``p1_milp.md``, D2): P1's update-hazard rule allows no recomputation after it.
+        ``p1_milp.md``, P1M.D2): P1's update-hazard rule allows no recomputation after it.
     capacity_bytes, persistent_bytes
-        The core memory's capacity, and the persistent bytes it holds (E1.5).
+        The core memory's capacity, and the persistent bytes it holds (EV.E1.5).
     budget_bytes
         ``B'``: what the values may hold, the capacity less the persistent bytes (a
         smaller figure when the LP rounding asks for slack); :attr:`budget` is
@@ -147,8 +147,8 @@ class P1Data:
     passes
         Sweeps per stage of the CP-SAT model (``p1_cpsat.md``, "What the model searches").
     max_computes
-        ``C``: computations allowed per op in the MILP (``p1_milp.md`` D3, C8); ``n``
-        (no limit) by default.  The CP-SAT model takes its limit (C6) when built.
+        ``C``: computations allowed per op in the MILP (``p1_milp.md`` P1M.D3, P1M.C8); ``n``
+        (no limit) by default.  The CP-SAT model takes its limit (P1C.C6) when built.
     """
 
     name: str
@@ -302,7 +302,7 @@ class P1Data:
 
     @cached_property
     def horizon(self) -> tuple[int, ...]:
-        """``h(e)`` (``p1_milp.md`` D1): the largest node reading ``e`` directly or through a
+        """``h(e)`` (``p1_milp.md`` P1M.D1): the largest node reading ``e`` directly or through a
         chain of nodes (``i`` itself for a node nobody reads)."""
         n = self.n
         horizon = [0] * self.n_values
@@ -316,25 +316,25 @@ class P1Data:
         """The MILP's ``R[t,i]`` (``p1_milp.md`` §4): ``None`` for a decision variable, else its
         constant value."""
         if i == t:
-            return 1  # p1_milp.md C1: v_t is computed for the first time in stage t
+            return 1  # p1_milp.md P1M.C1: v_t is computed for the first time in stage t
         if i > t:
-            return 0  # p1_milp.md C1: lower triangular
+            return 0  # p1_milp.md P1M.C1: lower triangular
         if self.max_computes <= 1 or t > self.first_update or t > self.horizon[i]:
-            return 0  # p1_milp.md D3, D2, D1
+            return 0  # p1_milp.md P1M.D3, P1M.D2, P1M.D1
         return None
 
     def retain(self, t: int, e: int) -> int | None:
         """The MILP's ``S[t,e]`` (``e`` resident when stage ``t`` starts): ``None`` or a constant."""
         if t >= self.n or t > self.horizon[e]:
-            return 0  # nothing follows the last stage; p1_milp.md D1
+            return 0  # nothing follows the last stage; p1_milp.md P1M.D1
         users = self.users[e]
         if e < self.n:
             if t <= e:
-                return 0  # p1_milp.md C1: not computed yet
+                return 0  # p1_milp.md P1M.C1: not computed yet
         elif t <= users[0]:
-            return 1  # p1_milp.md D4: an input stays until its first reader has run
+            return 1  # p1_milp.md P1M.D4: an input stays until its first reader has run
         if t > self.first_update:
-            return int(t <= users[-1])  # p1_milp.md D2: no recomputation any more
+            return int(t <= users[-1])  # p1_milp.md P1M.D2: no recomputation any more
         return None
 
 
@@ -353,7 +353,7 @@ def p1_data(
     instance
         A P1 instance (:func:`check_p1`; the objective is not looked at).
     fixed_order
-        Whether first computations follow the graph's op order (the MILP's C1).
+        Whether first computations follow the graph's op order (the MILP's P1M.C1).
     passes
         How many times a CP-SAT stage may sweep its nodes in order (``p1_cpsat.md``,
         "Passes"); 1 is Checkmate's stage model.
@@ -465,7 +465,7 @@ def p1_data(
 
 def _first_stages(n: int, preds: list[list[int]], after: list[list[int]], fixed_order: bool,
                   optimizer: list[int]) -> tuple[tuple[int, int], ...]:
-    """``p1_cpsat.md`` D0: ``[ef_i, lf_i]`` from ancestor and descendant counts among the free nodes."""
+    """``p1_cpsat.md`` P1C.D0: ``[ef_i, lf_i]`` from ancestor and descendant counts among the free nodes."""
     if fixed_order:
         return tuple((i, i) for i in range(n))
     free = n - len(optimizer)
@@ -484,7 +484,7 @@ def _first_stages(n: int, preds: list[list[int]], after: list[list[int]], fixed_
 
 def _domains(n: int, consumers: list[list[int]], first: tuple[tuple[int, int], ...],
              recompute_last: int) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
-    """``p1_cpsat.md`` D1, D2: the stages where a node may usefully be computed, and be
+    """``p1_cpsat.md`` P1C.D1, P1C.D2: the stages where a node may usefully be computed, and be
     resident at the start.
 
     A computation of ``i`` in stage ``t`` is useful only if a consumer may be

@@ -3,7 +3,7 @@
 Place in the pipeline: an Instance whose graph is a *training chain* (``formulations/dp.md``
 §1) -> a P1 :class:`~monet_ilp.schedule.Sequence` of least compute cost over the DP's
 schedule class (dp.md §2), or the least budget of that class when nothing fits.  The
-labels D1..D9 in the comments are the equations of dp.md.
+labels DP.D1..D9 in the comments are the equations of dp.md.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class TrainingChain:
         ``a_0``: the graph inputs ``F_1`` reads (never recomputed).
     reads
         For each tail op, the forward indices it reads (0 = ``a_0``): none, one ``j``, or
-        two consecutive ``j-1, j``; both ends non-increasing along the tail (D0).
+        two consecutive ``j-1, j``; both ends non-increasing along the tail (DP.D0).
     """
 
     forward: tuple[str, ...]
@@ -141,7 +141,7 @@ def chain_of(graph: TrainingGraph) -> TrainingChain:
 
 def _tail_reads(ops: tuple[Op, ...], preds: list[tuple[str, ...]], graph_inputs: list[tuple[str, ...]],
                 length: int, end: int) -> tuple[tuple[int, ...], ...] | str:
-    """D0: the forward indices each tail op reads, or why the tail is not admissible."""
+    """DP.D0: the forward indices each tail op reads, or why the tail is not admissible."""
     index = {ops[j].id: j + 1 for j in range(length)}
     first = set(graph_inputs[0])
     out: list[tuple[int, ...]] = []
@@ -225,7 +225,7 @@ class _ChainData:
             if self.pair[q]:
                 self.last_pair[self.hi[q]] = q
 
-        # D1: tail memory.  A tail op's outputs live from it to their last tail reader;
+        # DP.D1: tail memory.  A tail op's outputs live from it to their last tail reader;
         # an input read only by tail ops lives from the start to its last reader.
         position = {v: q for q, v in enumerate(chain.tail, start=1)}
         gap = np.zeros(K + 2, dtype=np.int64)  # difference arrays
@@ -315,7 +315,7 @@ _FIELDS = ("child", "child_keep", "cont", "cost", "local0", "local1", "shift0", 
 
 
 class _Rows:
-    """The branches (D3-D5, D9) of every state with one base index s, grouped by state.
+    """The branches (DP.D3-D5, DP.D9) of every state with one base index s, grouped by state.
 
     A branch is: the sweep ``F_s .. F_{sweep_to - 1}`` from the base; a child (a state
     of the table, seeing the base as outside memory when ``shift``; the zero state when
@@ -338,7 +338,7 @@ class _Rows:
 
 
 class _ChainDP:
-    """The tables of dp.md §3: least cost V (D6) and least peak P (D8) per state (D2) and kb.
+    """The tables of dp.md §3: least cost V (DP.D6) and least peak P (DP.D8) per state (DP.D2) and kb.
 
     State ids: ``S(s, p)`` is ``s * npos + index(p)`` (``s = L+1``: the zero state;
     ``S(s, p)`` with ``p >= e(s)`` is empty); ``U(s, j)`` follow, for each ``j`` that a
@@ -397,7 +397,7 @@ class _ChainDP:
         return rows
 
     def _after_keep(self, s: int, c: np.ndarray, p1: np.ndarray) -> dict[str, np.ndarray]:
-        """D5: after a child that kept its base a_c, at position p1: W, then S(s, e(c)) or U(s, c)."""
+        """DP.D5: after a child that kept its base a_c, at position p1: W, then S(s, e(c)) or U(s, c)."""
         d, e, w = self.d, self.d.e, self.d.w
         fp = d.first_pair[c]
         blocking = (c > s) & (fp <= e[c]) & (fp > p1)  # a reader of (c-1, c), c-1 above the base
@@ -422,7 +422,7 @@ class _ChainDP:
     def _build(self, s: int, only: int | None = None) -> _Rows:
         """All branches of the states with base index s (or of state ``only``), vectorised."""
         d, e, w, L = self.d, self.d.e, self.d.w, self.d.L
-        # inner[s'] = max_{s < j < s'} (w[j-1] + w[j]): the later sweep steps (D4).
+        # inner[s'] = max_{s < j < s'} (w[j-1] + w[j]): the later sweep steps (DP.D4).
         inner_tab = np.full(L + 2, _NEG, dtype=np.int64)
         if L - s > 0:
             inner_tab[s + 2:L + 2] = np.maximum.accumulate(w[s:L] + w[s + 1:L + 1])
@@ -439,7 +439,7 @@ class _ChainDP:
             starts = np.cumsum(counts) - counts
             return owner, np.arange(int(counts.sum())) - np.repeat(starts, counts)
 
-        # ---- S(s, p): checkpoint at s' (D4, D5) and run (D3)
+        # ---- S(s, p): checkpoint at s' (DP.D4, DP.D5) and run (DP.D3)
         states = self.by_base[s] if only is None else [only]
         ps = np.array([int(p) for p in d.positions if (p < 0 or p < e[s])
                        and (only is None or self.sid_s(s, int(p)) == only)], dtype=np.int64)
@@ -469,7 +469,7 @@ class _ChainDP:
             cont=self.sid_s(s, runs + 1), cost=d.c[runs + 1], needed=1, local0=local, local1=local,
             first=_NEG, inner=_NEG, sweep_to=s, direct=runs, direct_to=runs + 1, w_from=0, w_to=0)
 
-        # ---- U(s, j): sweep to a_{j-1} holding a_j (D9)
+        # ---- U(s, j): sweep to a_{j-1} holding a_j (DP.D9)
         js = np.array([j for j in range(s + 1, L + 1) if self.u_base[j] >= 0
                        and (only is None or self.sid_u(s, j) == only)], dtype=np.int64)
         if len(js):
@@ -512,7 +512,7 @@ class _ChainDP:
                     needed=needed, local0=loc[0], local1=loc[1], w_to=w_to)
 
         cols = {k: np.concatenate(v) if v else np.zeros(0, dtype=np.int64) for k, v in parts.items()}
-        for kb in (0, 1):  # D4: F_s holds the base; later sweep steps only if it is kept
+        for kb in (0, 1):  # DP.D4: F_s holds the base; later sweep steps only if it is kept
             keep = (cols["needed"] | kb).astype(bool)
             sweep = np.maximum(cols["first"], np.where(keep, w[s - 1], 0) + cols["inner"])
             sweep = np.where(cols["sweep_to"] > s, sweep, _NEG)
@@ -523,7 +523,7 @@ class _ChainDP:
             del cols[name]
         return _Rows(cols, row_state, states)
 
-    # ------------------------------------------------------------ least peak (D8)
+    # ------------------------------------------------------------ least peak (DP.D8)
     def least_peak(self) -> int:
         d = self.d
         peak = np.full((self.n_states, 2), _NEG, dtype=np.int64)
@@ -541,7 +541,7 @@ class _ChainDP:
         return max(int(peak[int(self.sid_s(1, -1)), d.keep_zero]), self.root_local())
 
     def root_local(self) -> int:
-        """D7: peak of the tail ops after e(1), which read only a_0."""
+        """DP.D7: peak of the tail ops after e(1), which read only a_0."""
         d = self.d
         best = _NEG
         for q in range(max(0, int(d.e[1])) + 1, d.K + 1):
@@ -549,7 +549,7 @@ class _ChainDP:
             best = max(best, int(held + d.trun[q]))
         return best
 
-    # ------------------------------------------------------------ least cost (D6)
+    # ------------------------------------------------------------ least cost (DP.D6)
     def grid(self) -> np.ndarray:
         """The outside memories z: subset sums of w_0..w_{L-1} up to the budget (dp.md §3.3)."""
         sums = np.array([0], dtype=np.int64)
@@ -590,7 +590,7 @@ class _ChainDP:
             bounds = rows.bounds
             i = 0
             while i < len(rows.states):
-                # D6, the part that reads only children (all of a larger base, so final):
+                # DP.D6, the part that reads only children (all of a larger base, so final):
                 # cost + child value at z or z + w[s-1], or INF where z > B - local.
                 j = max(i + 1, int(np.searchsorted(bounds, bounds[i] + block, side="right")) - 1)
                 a0, a1 = bounds[i], bounds[j]
@@ -617,7 +617,7 @@ class _ChainDP:
 
     # ------------------------------------------------------------ the schedule
     def computations(self) -> list[str]:
-        """The computations of an optimal schedule (D6 read back, then D7)."""
+        """The computations of an optimal schedule (DP.D6 read back, then DP.D7)."""
         d = self.d
         out: list[str] = []
         limit = sys.getrecursionlimit()
@@ -741,7 +741,7 @@ def solve_dp(
     check_p1(instance, "dp")  # the rules of every P1 backend; the DP adds: a chain
     chain = chain_of(instance.graph)
     data = _ChainData(instance, chain)
-    budget = instance.budget_bytes - persistent_bytes_held(instance)  # E1.5: held all along
+    budget = instance.budget_bytes - persistent_bytes_held(instance)  # EV.E1.5: held all along
     deadline = None if time_limit is None else start + float(time_limit)
     max_table = int(options.get("max_table_bytes") or DEFAULT_MAX_TABLE_BYTES)
     dp = _ChainDP(data, budget, deadline, max_table)

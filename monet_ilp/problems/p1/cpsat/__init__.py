@@ -1,9 +1,9 @@
 """The CP-SAT backend of P1 (rematerialisation): two encodings of one staged model.
 
 ``formulations/p1_cpsat.md`` holds the mathematics; the modules follow its steps:
-the shared :mod:`monet_ilp.problems.p1.data` (data and domains D0-D3),
-:mod:`.variables`, :mod:`.constraints` (C1-C12),
-:mod:`.objectives` (O1, O2), :mod:`.encodings` (``stages``, ``intervals``),
+the shared :mod:`monet_ilp.problems.p1.data` (data and domains P1C.D0-D3),
+:mod:`.variables`, :mod:`.constraints` (P1C.C1-C12),
+:mod:`.objectives` (P1C.O1, P1C.O2), :mod:`.encodings` (``stages``, ``intervals``),
 :mod:`.hints` (schedules to and from cells), :mod:`.repair` (a hint heuristic) and
 :mod:`.solve`.
 """

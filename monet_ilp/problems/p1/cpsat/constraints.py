@@ -1,8 +1,8 @@
 """Constraint families of the P1 models, one function each, labelled as in ``formulations/p1_cpsat.md``.
 
 Third step of the backend: the encodings (:mod:`.encodings`) call these on the
-variables of :mod:`.variables`.  C1-C7 and C12 are shared; C8-C9 are the stage
-encoding's memory, C10-C11 the interval encoding's.
+variables of :mod:`.variables`.  P1C.C1-C7 and P1C.C12 are shared; P1C.C8-C9 are the stage
+encoding's memory, P1C.C10-C11 the interval encoding's.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 
 def first_computation_once(v: P1Vars) -> None:
-    """C1: every node is first computed once, every stage holds one first computation.
+    """P1C.C1: every node is first computed once, every stage holds one first computation.
 
     With ``fixed_order`` the slot of node ``t`` in stage ``t`` is fixed to 1 when
     created; otherwise ``F`` assigns the free nodes one-to-one to the free stages, a
@@ -44,7 +44,7 @@ def first_computation_once(v: P1Vars) -> None:
             stages.setdefault(t, []).append(v.F(t, i))
             model.add(v.R(t, i) >= v.F(t, i))
         for t in range(lo, min(hi, grid.compute_stages[i][1] + 1)):
-            # C1c: computed in stage t only if first computed in stage t or before.
+            # P1C.C1c: computed in stage t only if first computed in stage t or before.
             model.add(v.R(t, i) <= sum(v.F(s, i) for s in range(lo, t + 1)))
     forced = {lo for lo, hi in grid.first if lo == hi}
     for t, firsts in stages.items():
@@ -55,7 +55,7 @@ def first_computation_once(v: P1Vars) -> None:
 
 
 def inputs_resident_when_computing(v: P1Vars) -> None:
-    """C2: computing j needs each predecessor computed earlier in the stage, or retained.
+    """P1C.C2: computing j needs each predecessor computed earlier in the stage, or retained.
 
     ``R[t,r,j] <= S[t,i] + sum_{r' <= r} R[t,r',i]`` for ``i in pred(j)`` (``i < j``,
     so the slots of ``i`` in passes ``r' <= r`` come first), and
@@ -73,7 +73,7 @@ def inputs_resident_when_computing(v: P1Vars) -> None:
 
 
 def retained_only_if_held(v: P1Vars) -> None:
-    """C3: an item is resident at the start of stage t+1 only if it was held in stage t.
+    """P1C.C3: an item is resident at the start of stage t+1 only if it was held in stage t.
 
     ``S[t+1,i] <= R[t,i] + S[t,i]``; inputs are never recomputed:
     ``S^in[t+1,g] <= S^in[t,g]``.
@@ -91,7 +91,7 @@ def retained_only_if_held(v: P1Vars) -> None:
 
 
 def once_per_stage(v: P1Vars) -> None:
-    """C4: a node is computed at most once per stage, and not while resident: ``R + S <= 1``.
+    """P1C.C4: a node is computed at most once per stage, and not while resident: ``R + S <= 1``.
 
     Recomputing a resident node rewrites the same bytes; a second computation in the
     same stage is left out of the model (``p1_cpsat.md``, "What the grid leaves out").
@@ -108,7 +108,7 @@ def once_per_stage(v: P1Vars) -> None:
 
 
 def computations_and_retentions_used(v: P1Vars) -> None:
-    """C5: a recomputation or a retention is read later in its stage or carried to the next.
+    """P1C.C5: a recomputation or a retention is read later in its stage or carried to the next.
 
     Symmetry breaking: a useless computation only costs, a useless retention only
     holds memory, so removing them never hurts.  ``R[t,r,i] - F[t,i] <= S[t+1,i] +
@@ -146,7 +146,7 @@ def computations_and_retentions_used(v: P1Vars) -> None:
 
 
 def at_most_computes(v: P1Vars, max_computes: int | None) -> None:
-    """C6: ``sum_t R[t,i] <= C`` (``max_computes``; none by default)."""
+    """P1C.C6: ``sum_t R[t,i] <= C`` (``max_computes``; none by default)."""
     if max_computes is None:
         return
     grid = v.grid
@@ -156,10 +156,10 @@ def at_most_computes(v: P1Vars, max_computes: int | None) -> None:
 
 
 def first_computations_topological(v: P1Vars) -> None:
-    """C7: without ``fixed_order``, every dependency is first computed in an earlier stage.
+    """P1C.C7: without ``fixed_order``, every dependency is first computed in an earlier stage.
 
     ``sum_t t F[t,i] + 1 <= sum_t t F[t,j]`` for ``i in pred(j) | after(j)``.  For
-    ``pred`` it follows from C1-C3 and only tightens the relaxation; for ``after``
+    ``pred`` it follows from P1C.C1-C3 and only tightens the relaxation; for ``after``
     (a weight gradient read by an optimizer op) it is needed.
     """
     grid, model = v.grid, v.model
@@ -177,7 +177,7 @@ def first_computations_topological(v: P1Vars) -> None:
 
 
 def passes_canonical(v: P1Vars) -> None:
-    """C12: a node sits in pass r > 0 only if it could not sit in pass r - 1.
+    """P1C.C12: a node sits in pass r > 0 only if it could not sit in pass r - 1.
 
     ``R[t,r,k] <= sum_{j>k} R[t,r-1,j] + sum_{j<k} R[t,r,j]``: otherwise moving k to
     the end of pass r-1 gives the same sequence.  With ``fixed_order`` the stage's
@@ -195,7 +195,7 @@ def passes_canonical(v: P1Vars) -> None:
 
 
 def frees_after_last_reader(v: P1Vars) -> None:
-    """C8: ``FREE[t,i,r,k] <=> R[t,r,k] and not S[t+1,i] and no later reader slot of i computed``."""
+    """P1C.C8: ``FREE[t,i,r,k] <=> R[t,r,k] and not S[t+1,i] and no later reader slot of i computed``."""
     grid, model = v.grid, v.model
     keys = [k for k in v.var if k[0] == "FREE"]
     for done, key in enumerate(keys):
@@ -215,7 +215,7 @@ def frees_after_last_reader(v: P1Vars) -> None:
 
 
 def memory_within_budget_stages(v: P1Vars) -> None:
-    """C9: the memory chain of each stage, ``U[t,r,k] <= B``.
+    """P1C.C9: the memory chain of each stage, ``U[t,r,k] <= B``.
 
     ``U`` at the first slot is ``sum_i m_i S[t,i] + sum_g m_g S^in[t,g] + m_k R[t,r,k]``;
     at each next slot ``U' = U - sum_{i in D(k)} m_i FREE[t,i,r,k] + m_k' R[t,r',k']``.
@@ -241,7 +241,7 @@ def memory_within_budget_stages(v: P1Vars) -> None:
 
 
 def retention_pieces_cover_reads(v: P1Vars) -> None:
-    """C10: each piece starts where its item becomes resident and lasts past its readers.
+    """P1C.C10: each piece starts where its item becomes resident and lasts past its readers.
 
     Start: the stage's first slot if retained (``S``), the computing slot if computed
     (``R[t,r,i]``).  End (exclusive): after every reader slot computed in the stage,
@@ -267,7 +267,7 @@ def retention_pieces_cover_reads(v: P1Vars) -> None:
 
 
 def memory_within_budget_cumulative(v: P1Vars) -> None:
-    """C11: the pieces, with demand ``m_i``, never exceed the budget: one cumulative."""
+    """P1C.C11: the pieces, with demand ``m_i``, never exceed the budget: one cumulative."""
     v.model.add_cumulative([p.interval for p in v.pieces], [p.demand for p in v.pieces], v.budget)
 
 

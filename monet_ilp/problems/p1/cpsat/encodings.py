@@ -1,9 +1,9 @@
 """The two P1 encodings: Checkmate-like stage booleans, and Moccasin-like retention intervals.
 
-Both share the schedule variables and C1-C7 (``formulations/p1_cpsat.md``); they differ
+Both share the schedule variables and P1C.C1-C7 (``formulations/p1_cpsat.md``); they differ
 in how memory is held to the budget: ``stages`` chains a linear memory sum through each
-stage (FREE, U; C8-C9), ``intervals`` gives every (stage, item) an optional retention
-interval and puts them in one cumulative (C10-C11).
+stage (FREE, U; P1C.C8-C9), ``intervals`` gives every (stage, item) an optional retention
+interval and puts them in one cumulative (P1C.C10-C11).
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def build_model(
     encoding
         ``"stages"`` or ``"intervals"``.
     max_computes
-        C6: at most this many computations per node (``None``: no limit).
+        P1C.C6: at most this many computations per node (``None``: no limit).
     minimize_peak
-        O2 instead of O1: the budget becomes a variable in ``peak_bounds`` (scaled
+        P1C.O2 instead of P1C.O1: the budget becomes a variable in ``peak_bounds`` (scaled
         units) and is minimised.
     deadline
         A :class:`~monet_ilp.engines.deadline.Deadline`: past it the builders raise

@@ -3,7 +3,7 @@
 Used both ways by the backend: a hint (any baseline's :class:`~monet_ilp.schedule.Sequence`)
 becomes a full assignment of the model's variables (``AddHint``), and a solver's cells
 become a Sequence again (:func:`sequence_of`).  :func:`complete` is the model's own
-semantics (``formulations/p1_cpsat.md``, C1-C10) run forward on a set of cells, so it
+semantics (``formulations/p1_cpsat.md``, P1C.C1-C10) run forward on a set of cells, so it
 also tells whether a hint fits the budget.
 """
 
@@ -33,7 +33,7 @@ class Completion:
     """Cells (``R[t,r,i] = 1``) and the value of every model variable they imply.
 
     ``peak`` is the model's memory peak in scaled units (the largest ``U``), ``cost``
-    the objective O1.
+    the objective P1C.O1.
     """
 
     cells: frozenset[Cell]
@@ -54,7 +54,7 @@ def stage_cells(grid: P1Data, computations: Iterable[str]) -> set[Cell] | None:
     """Place each computation in its stage (that of the next first computation) and pass.
 
     A stage's computations go to pass 0 until a node comes with a smaller index than
-    the one before, then to pass 1, and so on (the canonical passes of C12); beyond
+    the one before, then to pass 1, and so on (the canonical passes of P1C.C12); beyond
     the last pass they stay in it.  A second computation of a node in one stage is
     dropped, and so are recomputations after the last first computation (nothing
     reads them).  Returns ``None`` when the first computations do not follow the
@@ -85,7 +85,7 @@ def stage_cells(grid: P1Data, computations: Iterable[str]) -> set[Cell] | None:
 
 
 def _in_passes(grid: P1Data, stages: list[list[int]]) -> set[Cell]:
-    """Cells of each stage's computations, in this order, put in canonical passes (C12)."""
+    """Cells of each stage's computations, in this order, put in canonical passes (P1C.C12)."""
     cells: set[Cell] = set()
     last = grid.passes - 1
     for t, nodes in enumerate(stages):
@@ -104,9 +104,9 @@ def complete(grid: P1Data, cells: Iterable[Cell], *, source: str = "",
              deadline: Deadline | None = None) -> Completion | None:
     """The canonical assignment of a set of cells, or ``None`` if a read is never served.
 
-    Useless computations are dropped (C5; recomputations outside the domains D1 are
+    Useless computations are dropped (P1C.C5; recomputations outside the domains P1C.D1 are
     useless too), retentions are the minimal ones (an item is held from its last
-    computation to its next read), frees follow C8 and memory C9/C10.  With a
+    computation to its next read), frees follow P1C.C8 and memory P1C.C9/P1C.C10.  With a
     ``deadline``, :class:`~monet_ilp.engines.deadline.OutOfTime` once it passes.
     """
     cells = {c for c in cells if (c[1], c[2]) in grid.slot_rank[c[0]]}
@@ -130,7 +130,7 @@ def complete(grid: P1Data, cells: Iterable[Cell], *, source: str = "",
         if not useless:
             break
         cells -= useless
-    if grid.passes > 1:  # dropping cells may leave a pass without its reason (C12)
+    if grid.passes > 1:  # dropping cells may leave a pass without its reason (P1C.C12)
         stages: list[list[int]] = [[] for _ in range(grid.n)]
         for t, _, i in sorted(cells):
             stages[t].append(i)
@@ -143,7 +143,7 @@ def minimal_retention(grid: P1Data, cells: set[Cell]) -> set[tuple[int, int]] | 
     computed: dict[int, dict[int, int]] = {}
     for t, r, j in cells:
         if t in computed.setdefault(j, {}):
-            return None  # twice in one stage (C4)
+            return None  # twice in one stage (P1C.C4)
         computed[j][t] = r
     read: dict[int, set[int]] = {}
     for t, r, j in cells:
@@ -152,7 +152,7 @@ def minimal_retention(grid: P1Data, cells: set[Cell]) -> set[tuple[int, int]] | 
             if here is None:
                 read.setdefault(i, set()).add(t)
             elif here > r:
-                return None  # computed later in the stage than read, and not retained (C4)
+                return None  # computed later in the stage than read, and not retained (P1C.C4)
     retained: set[tuple[int, int]] = set()
     for i, stages in read.items():
         done = sorted(computed.get(i, ()))
@@ -278,7 +278,7 @@ def sequence_of(graph: TrainingGraph, computations: list[str],
     inputs: from the start) to the last computation reading it before the tensor is
     produced again; graph inputs nothing reads are released before the first
     computation, and outputs nothing reads right after their producer.  This is the
-    E3 memory of ``formulations/evaluator.md`` at its smallest, never more than the
+    EV.E3 memory of ``formulations/evaluator.md`` at its smallest, never more than the
     model's (``p1_cpsat.md``, "From cells to a Sequence").
     """
     def live(t: str) -> bool:

@@ -1,7 +1,7 @@
-"""Objectives of the P1 models: total compute cost (O1) and the memory peak (O2).
+"""Objectives of the P1 models: total compute cost (P1C.O1) and the memory peak (P1C.O2).
 
 Fourth step of the backend, see ``formulations/p1_cpsat.md``.  Both are integer:
-O1 is exactly the evaluator's ``compute_cycles`` of the extracted sequence.
+P1C.O1 is exactly the evaluator's ``compute_cycles`` of the extracted sequence.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def total_compute_cost(v: P1Vars) -> Expr:
-    """O1: ``min sum_{t,r,i} c_i R[t,r,i]`` (first computations included)."""
+    """P1C.O1: ``min sum_{t,r,i} c_i R[t,r,i]`` (first computations included)."""
     grid = v.grid
     cost = sum(grid.cost[key[3]] * x for key, x in v.var.items() if key[0] == "R" and grid.cost[key[3]])
     v.model.minimize(cost)
@@ -21,6 +21,6 @@ def total_compute_cost(v: P1Vars) -> Expr:
 
 
 def peak_memory(v: P1Vars) -> Expr:
-    """O2: ``min B`` with ``B`` a variable capacity (the minimum feasible budget)."""
+    """P1C.O2: ``min B`` with ``B`` a variable capacity (the minimum feasible budget)."""
     v.model.minimize(v.budget)
     return v.budget

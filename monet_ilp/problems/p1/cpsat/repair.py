@@ -120,7 +120,7 @@ def _first_overflow(grid: P1Data, cells: set[Cell], budget: int
                 kind, x = item
                 carried = (t + 1, x) in retained if kind == "node" else t + 1 <= input_last[x]
                 if not carried and last_read.get(item, -1) <= q:
-                    held.pop(item)  # C8: released after its last reader of the stage
+                    held.pop(item)  # P1C.C8: released after its last reader of the stage
     return None
 
 

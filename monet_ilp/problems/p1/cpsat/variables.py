@@ -30,7 +30,7 @@ Expr = cp_model.LinearExpr | cp_model.IntVar | int
 
 @dataclass
 class Piece:
-    """The retention interval of one item within one stage (``p1_cpsat.md``, C10)."""
+    """The retention interval of one item within one stage (``p1_cpsat.md``, P1C.C10)."""
 
     item: Item
     stage: int
@@ -111,7 +111,7 @@ def _bool(v: P1Vars, key: Key, fixed: int | None = None) -> cp_model.IntVar:
 
 def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget: int | cp_model.IntVar,
                            budget_upper: int, deadline: Deadline | None = None) -> P1Vars:
-    """R, F, S and S^in over their domains (``p1_cpsat.md``, D0-D3).
+    """R, F, S and S^in over their domains (``p1_cpsat.md``, P1C.D0-D3).
 
     ``budget`` is the capacity (scaled units, an int or an IntVar) and
     ``budget_upper`` an int at least as large; ``deadline`` goes to :attr:`P1Vars.deadline`.
@@ -125,7 +125,7 @@ def add_schedule_variables(model: cp_model.CpModel, grid: P1Data, budget: int | 
             if grid.first[i] == (t, t):
                 forced.setdefault(i, []).append(x)
         for xs in forced.values():
-            model.add_exactly_one(xs)  # C1: the one first computation of a forced node
+            model.add_exactly_one(xs)  # P1C.C1: the one first computation of a forced node
     for i, (lo, hi) in enumerate(grid.first):
         if lo < hi:
             for t in range(lo, hi + 1):
@@ -176,7 +176,7 @@ def add_memory_variables(v: P1Vars) -> None:
 
 
 def add_retention_pieces(v: P1Vars) -> None:
-    """One optional interval per (stage, item) that may be resident in the stage (C10).
+    """One optional interval per (stage, item) that may be resident in the stage (P1C.C10).
 
     The time axis gives each stage ``t`` the slots ``[offset[t], offset[t+1])``, one
     per slot of the stage.  A piece starts at the stage's first slot when the item is

@@ -1,8 +1,8 @@
 """Constraints of the P1 stage MILP, one function per family of ``formulations/p1_milp.md`` §3.
 
-Part of the ``milp`` backend: each function adds the rows of one family (C2-C8) to
+Part of the ``milp`` backend: each function adds the rows of one family (P1M.C2-C8) to
 a :class:`~.variables.LinearModel` over the columns of :func:`~.variables.add_variables`.
-C1 (first computations in the fixed order) and the domain reductions D1-D4 are
+P1M.C1 (first computations in the fixed order) and the domain reductions P1M.D1-D4 are
 already in the columns: a fixed variable is a constant that the rows fold away.
 """
 
@@ -31,7 +31,7 @@ CUTS = True
 
 
 def reads_resident_values(model: LinearModel, data: P1Data, x: StageVariables) -> None:
-    """C2: every value ``e`` an op reads is resident (recomputed or retained) when it runs.
+    """P1M.C2: every value ``e`` an op reads is resident (recomputed or retained) when it runs.
 
     ``R[t,j] <= R[t,e] + S[t,e]`` for every read ``e -> j``; a graph input is never
     recomputed, so for it ``R[t,j] <= S[t,e]``.
@@ -46,7 +46,7 @@ def reads_resident_values(model: LinearModel, data: P1Data, x: StageVariables) -
 
 
 def retained_values_were_present(model: LinearModel, data: P1Data, x: StageVariables) -> None:
-    """C3: a value kept into stage ``t+1``, or freed in stage ``t``, was resident in stage ``t``.
+    """P1M.C3: a value kept into stage ``t+1``, or freed in stage ``t``, was resident in stage ``t``.
 
     ``S[t+1,e] + Σ_k FREE[t,e,k] <= R[t,e] + S[t,e]`` (no ``R`` for graph inputs:
     once freed, gone).  Without the FREE terms this is Checkmate's
@@ -74,9 +74,9 @@ def retained_values_were_present(model: LinearModel, data: P1Data, x: StageVaria
 
 
 def no_recompute_of_resident_value(model: LinearModel, data: P1Data, x: StageVariables) -> None:
-    """C4: ``R[t,i] + S[t,i] <= 1``: an op whose output is resident is not computed again.
+    """P1M.C4: ``R[t,i] + S[t,i] <= 1``: an op whose output is resident is not computed again.
 
-    E3 would count the output once (a rewrite), the recurrence C6 twice; recomputing a
+    EV.E3 would count the output once (a rewrite), the recurrence P1M.C6 twice; recomputing a
     resident value never helps, so the row loses no schedule worth having.
     """
     for t in range(data.n):
@@ -87,10 +87,10 @@ def no_recompute_of_resident_value(model: LinearModel, data: P1Data, x: StageVar
 
 
 def frees_only_dead_values(model: LinearModel, data: P1Data, x: StageVariables) -> None:
-    """C5: ``FREE[t,e,k]`` may be 1 only if ``e`` is dead right after ``v_k`` in stage ``t``.
+    """P1M.C5: ``FREE[t,e,k]`` may be 1 only if ``e`` is dead right after ``v_k`` in stage ``t``.
 
     ``FREE <= R[t,k]`` and ``FREE <= 1 - R[t,j]`` for each later reader ``j`` of ``e``
-    that stage ``t`` may compute; with C3 (``FREE <= 1 - S[t+1,e]``) these bound
+    that stage ``t`` may compute; with P1M.C3 (``FREE <= 1 - S[t+1,e]``) these bound
     Checkmate's product from above.  No row bounds FREE from below: a smaller FREE
     only overstates memory, so the solver sets FREE to the product when memory binds.
     """
@@ -103,11 +103,11 @@ def frees_only_dead_values(model: LinearModel, data: P1Data, x: StageVariables) 
 
 
 def memory_within_budget(model: LinearModel, data: P1Data, x: StageVariables) -> None:
-    """C6 and C7: memory while each ``v_k`` runs in stage ``t``, at most the budget.
+    """P1M.C6 and P1M.C7: memory while each ``v_k`` runs in stage ``t``, at most the budget.
 
     ``U[t,k1] = Σ_e m_e S[t,e] + m_k1 R[t,k1]`` for the first op ``k1`` the stage may
     compute, then ``U[t,k] = U[t,k'] - Σ_e m_e FREE[t,e,k'] + m_k R[t,k]`` for
-    consecutive ``k' < k``; ``U <= B`` is the columns' upper bound (C7).  Sizes count
+    consecutive ``k' < k``; ``U <= B`` is the columns' upper bound (P1M.C7).  Sizes count
     in ``data.scale`` (exact integers).  A stage without decisions is checked as
     a constant.
     """
@@ -147,7 +147,7 @@ def memory_within_budget(model: LinearModel, data: P1Data, x: StageVariables) ->
 
 
 def computations_per_op_limited(model: LinearModel, data: P1Data, x: StageVariables) -> None:
-    """C8: ``Σ_t R[t,i] <= C`` (``max_computes``), the first computation included."""
+    """P1M.C8: ``Σ_t R[t,i] <= C`` (``max_computes``), the first computation included."""
     columns: dict[int, list[Col]] = {}
     for t in range(data.n):
         for i, r in x.R[t].items():
@@ -163,7 +163,7 @@ def computations_per_op_limited(model: LinearModel, data: P1Data, x: StageVariab
 
 def recomputed_and_kept_values_are_used(model: LinearModel, data: P1Data,
                                         x: StageVariables) -> None:
-    """C9: a recomputed or kept value is read later in its stage or kept into the next one.
+    """P1M.C9: a recomputed or kept value is read later in its stage or kept into the next one.
 
     ``R[t,i] <= Σ_{j reads i, i < j <= t} R[t,j] + S[t+1,i]`` and
     ``S[t,e] <= Σ_{j reads e, j <= t} R[t,j] + S[t+1,e]``.  Dropping a computation or

@@ -155,7 +155,7 @@ class StageVariables:
     ``R[t][i]``, ``S[t][e]`` hold a :class:`Col` or a constant; absent keys are 0.
     ``FREE[t]`` maps ``(e, k)`` to a column (free value ``e`` right after computing
     ``v_k`` in stage ``t``); ``later[(t, e, k)]`` lists the readers of ``e`` that
-    stage ``t`` may still compute after ``v_k`` (C5).  ``U[t]`` maps ``k`` to the
+    stage ``t`` may still compute after ``v_k`` (P1M.C5).  ``U[t]`` maps ``k`` to the
     column of the memory while ``v_k`` runs in stage ``t``, for the ``k`` the stage
     may compute (``positions[t]``).
     """
@@ -232,12 +232,12 @@ def add_variables(model: LinearModel, data: P1Data, *, relax: bool = False) -> S
 
     U: list[dict[int, Col]] = []
     positions: list[tuple[int, ...]] = []
-    capacity = max(data.budget_bytes, 0) // data.scale  # C7, in units of g
+    capacity = max(data.budget_bytes, 0) // data.scale  # P1M.C7, in units of g
     for t in range(n):
         ks = tuple(sorted(R[t]))
         positions.append(ks)
         decided = not any(isinstance(v, Col) for v in (*R[t].values(), *S[t].values()))
-        # A stage without decisions is checked as a constant by C7; no U needed.
+        # A stage without decisions is checked as a constant by P1M.C7; no U needed.
         U.append({} if decided else {
             k: model.add_column(f"U_{t}_{k}", 0.0, float(capacity), False) for k in ks})
     return StageVariables(R=R, S=S, FREE=FREE, later=later, U=U, positions=positions)
