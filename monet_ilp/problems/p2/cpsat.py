@@ -49,7 +49,7 @@ _OPTIONS = ("max_computes", "max_prefetches", "fixed_order", "staged", "offload_
 
 @dataclass
 class _Run:
-    """V1: run ``number`` of op ``op`` (0 = first computation, mandatory)."""
+    """P2C.V1: run ``number`` of op ``op`` (0 = first computation, mandatory)."""
 
     op: int
     number: int
@@ -57,7 +57,7 @@ class _Run:
     start: cp_model.IntVar
     present: cp_model.IntVar | None  # None: mandatory
     interval: cp_model.IntervalVar
-    stage_lits: dict[int, cp_model.IntVar] = field(default_factory=dict)  # S2
+    stage_lits: dict[int, cp_model.IntVar] = field(default_factory=dict)  # P2C.S2
 
     @property
     def end(self) -> cp_model.LinearExpr:
@@ -78,7 +78,7 @@ class _Run:
 
 @dataclass
 class _Transfer:
-    """V3/V4: the offload or a prefetch of an item on the link."""
+    """P2C.V3/P2C.V4: the offload or a prefetch of an item on the link."""
 
     item: int
     kind: str  # "offload" | "prefetch"
@@ -87,7 +87,7 @@ class _Transfer:
     start: cp_model.IntVar
     present: cp_model.IntVar
     interval: cp_model.IntervalVar
-    stage_start: cp_model.IntVar | None = None  # S2: T of its stage, and of the next one
+    stage_start: cp_model.IntVar | None = None  # P2C.S2: T of its stage, and of the next one
     stage_end: cp_model.IntVar | None = None
     stage_lits: dict[int, cp_model.IntVar] = field(default_factory=dict)
 
@@ -96,7 +96,7 @@ class _Transfer:
         return self.start + self.cycles
 
     def stage_bounds(self) -> tuple[cp_model.IntVar, cp_model.IntVar]:
-        """S2: (T of its stage, T of the next one); only the staged model has them."""
+        """P2C.S2: (T of its stage, T of the next one); only the staged model has them."""
         if self.stage_start is None or self.stage_end is None:
             raise ValueError(f"the {self.kind} of item {self.item} has no stage (staged=False)")
         return self.stage_start, self.stage_end
@@ -104,7 +104,7 @@ class _Transfer:
 
 @dataclass
 class _Copy:
-    """V2: a copy of an item in S, made by a run, a prefetch, or present at time 0."""
+    """P2C.V2: a copy of an item in S, made by a run, a prefetch, or present at time 0."""
 
     item: int
     kind: str  # "run" | "prefetch" | "input"
@@ -158,7 +158,7 @@ class P2CpModel:
 
     # ------------------------------------------------------------ variables
     def _run_variables(self) -> None:
-        """V1: a start and a presence per run; run 0 of every op is mandatory."""
+        """P2C.V1: a start and a presence per run; run 0 of every op is mandatory."""
         m, H = self.model, self.horizon
         for op in self.data.ops:
             runs = []
@@ -176,7 +176,7 @@ class P2CpModel:
             self.runs.append(runs)
 
     def _transfer_variables(self) -> None:
-        """V3, V4: the optional offload and prefetches of each item, and its D copy's free."""
+        """P2C.V3, P2C.V4: the optional offload and prefetches of each item, and its D copy's free."""
         m, H = self.model, self.horizon
         for item in self.data.items:
             if not item.max_offloads:
@@ -200,7 +200,7 @@ class P2CpModel:
             self.prefetches[i] = pre
 
     def _copy_variables(self) -> None:
-        """V2: the copies of each item in S, each with a free time and a residence interval."""
+        """P2C.V2: the copies of each item in S, each with a free time and a residence interval."""
         m, H = self.model, self.horizon
         for item in self.data.items:
             i = item.index
@@ -226,7 +226,7 @@ class P2CpModel:
                 free = m.new_int_var(0, H, f"f[{i},p{x.number}]")
                 size = m.new_int_var(0, H, f"len[{i},p{x.number}]")
                 m.add(free == 0).only_enforce_if(~x.present)
-                # S6: in the stage class the copy counts from its stage's start and is
+                # P2C.S6: in the stage class the copy counts from its stage's start and is
                 # readable from the next stage on.
                 alloc, ready = x.stage_bounds() if self.staged else (x.start, x.end)
                 interval = m.new_optional_interval_var(alloc, size, free, x.present,
@@ -237,25 +237,25 @@ class P2CpModel:
 
     # ---------------------------------------------------------- constraints
     def _core_constraints(self) -> None:
-        """C1 one run at a time; C2 fixed order; C3 recomputations after the first; C4 optimizer."""
+        """P2C.C1 one run at a time; P2C.C2 fixed order; P2C.C3 recomputations after the first; P2C.C4 optimizer."""
         m, data = self.model, self.data
-        m.add_no_overlap([r.interval for runs in self.runs for r in runs])  # C1
-        for v in range(data.n - 1):  # C2
+        m.add_no_overlap([r.interval for runs in self.runs for r in runs])  # P2C.C1
+        for v in range(data.n - 1):  # P2C.C2
             m.add(self.runs[v + 1][0].start >= self.runs[v][0].end)
-        for runs in self.runs:  # C3
+        for runs in self.runs:  # P2C.C3
             for k in range(1, len(runs)):
                 if k >= 2:
                     m.add_implication(runs[k].lit, runs[k - 1].lit)
                 m.add(runs[k].start >= runs[k - 1].end).only_enforce_if(runs[k].present)
         o_star = data.first_optimizer
-        if o_star is not None:  # C4
+        if o_star is not None:  # P2C.C4
             for op in data.ops:
                 if not op.optimizer:
                     for r in self.runs[op.index][1:]:
                         m.add(r.end <= self.runs[o_star][0].start).only_enforce_if(r.present)
 
     def _read_constraints(self) -> None:
-        """C5: a run reads each input item from one copy, ready at its start, kept to its end."""
+        """P2C.C5: a run reads each input item from one copy, ready at its start, kept to its end."""
         m = self.model
         for op in self.data.ops:
             for run in self.runs[op.index]:
@@ -276,7 +276,7 @@ class P2CpModel:
                     self.reads[(op.index, run.number, i)] = choice
 
     def _copy_constraints(self) -> None:
-        """C6 a copy lives from ready to at most the makespan; C7 one copy of an item in S."""
+        """P2C.C6 a copy lives from ready to at most the makespan; P2C.C7 one copy of an item in S."""
         m = self.model
         for i, copies in self.copies.items():
             producer = self.data.items[i].producer  # None only for a graph input: no "run" copy
@@ -290,7 +290,7 @@ class P2CpModel:
                 m.add_no_overlap([c.interval for c in copies])
 
     def _transfer_constraints(self) -> None:
-        """C8 offload from a ready S copy; C9 prefetches after it; C10 one transfer at a time."""
+        """P2C.C8 offload from a ready S copy; P2C.C9 prefetches after it; P2C.C10 one transfer at a time."""
         m = self.model
         for i, out in self.offloads.items():
             choice = []
@@ -308,7 +308,7 @@ class P2CpModel:
             m.add(self.d_free[i] >= out.end).only_enforce_if(out.present)
             m.add(self.d_free[i] <= self.makespan)
             previous = None
-            for x in self.prefetches[i]:  # C9
+            for x in self.prefetches[i]:  # P2C.C9
                 m.add_implication(x.present, out.present)
                 m.add(x.start >= out.end).only_enforce_if(x.present)
                 m.add(self.d_free[i] >= x.end).only_enforce_if(x.present)
@@ -317,11 +317,11 @@ class P2CpModel:
                     m.add(x.start >= previous.end).only_enforce_if(x.present)
                 previous = x
         transfers = self._all_transfers()
-        if len(transfers) > 1:  # C10
+        if len(transfers) > 1:  # P2C.C10
             m.add_no_overlap([x.interval for x in transfers])
 
     def _memory_constraints(self) -> None:
-        """C11 capacity of S; C12 capacity of D (left out when everything fits)."""
+        """P2C.C11 capacity of S; P2C.C12 capacity of D (left out when everything fits)."""
         m, data = self.model, self.data
         intervals = [c.interval for copies in self.copies.values() for c in copies]
         demands = [data.items[c.item].bytes for copies in self.copies.values() for c in copies]
@@ -338,7 +338,7 @@ class P2CpModel:
             m.add_cumulative(d_intervals, d_demands, data.offload_capacity_bytes)
 
     def _makespan_constraints(self) -> None:
-        """C13 the makespan covers every run and transfer; C14 the runtime limit."""
+        """P2C.C13 the makespan covers every run and transfer; P2C.C14 the runtime limit."""
         m, data = self.model, self.data
         m.add(self.makespan >= self.runs[-1][0].end)
         for runs in self.runs:
@@ -351,11 +351,11 @@ class P2CpModel:
         transfers = self._all_transfers()
         if transfers:
             m.add(self.makespan >= sum(x.cycles * x.present for x in transfers))
-        if data.runtime_limit_cycles is not None:  # C14
+        if data.runtime_limit_cycles is not None:  # P2C.C14
             m.add(self.makespan <= data.runtime_limit_cycles)
 
     def _liveness_cuts(self) -> None:
-        """C16 (redundant): S holds, when op k starts, what later first computations read.
+        """P2C.C16 (redundant): S holds, when op k starts, what later first computations read.
 
         An item read by the first computation of a later op u is resident at s_k unless
         u reads a copy allocated after s_k (a recomputation or a page-in, which cost
@@ -403,7 +403,7 @@ class P2CpModel:
 
     # ------------------------------------------------------ stage class (S)
     def _stage_variables(self) -> None:
-        """S2 (transfers): each transfer lies in one stage; T of that stage and of the next."""
+        """P2C.S2 (transfers): each transfer lies in one stage; T of that stage and of the next."""
         m, H, data = self.model, self.horizon, self.data
         for x in self._all_transfers():
             producer = data.items[x.item].producer
@@ -417,32 +417,32 @@ class P2CpModel:
             m.add(sum(x.stage_lits.values()) == x.present)
 
     def _stage_boundary(self, k: int) -> _Expr:
-        """S1: T_0 = 0 and T_{k+1} = the end of the first computation of op k."""
+        """P2C.S1: T_0 = 0 and T_{k+1} = the end of the first computation of op k."""
         return 0 if k == 0 else self.runs[k - 1][0].end
 
     def _stage_constraints(self) -> None:
-        """S1-S7: the restriction of the model to the MILP's stage class."""
+        """P2C.S1-S7: the restriction of the model to the MILP's stage class."""
         m, data = self.model, self.data
         T = self._stage_boundary
         last = data.last_recompute_stage
         recomputes = [r for runs in self.runs for r in runs[1:]]
-        for r in recomputes:  # S2 (runs)
+        for r in recomputes:  # P2C.S2 (runs)
             r.stage_lits = {k: m.new_bool_var(f"b[run,{r.op},{r.number},{k}]")
                             for k in range(r.op + 1, last + 1)}
             m.add(sum(r.stage_lits.values()) == r.present)
             for k, lit in r.stage_lits.items():
                 m.add(r.start >= T(k)).only_enforce_if(lit)
                 m.add(r.end <= self.runs[k][0].start).only_enforce_if(lit)
-        for runs in self.runs:  # S3: one recomputation of a node per stage
+        for runs in self.runs:  # P2C.S3: one recomputation of a node per stage
             if len(runs) > 2:
                 for k in range(runs[0].op + 1, last + 1):
                     m.add(sum(r.stage_lits[k] for r in runs[1:]) <= 1)
-        for a in recomputes:  # S4: in a stage, recomputations in op order
+        for a in recomputes:  # P2C.S4: in a stage, recomputations in op order
             for b in recomputes:
                 if a.op < b.op:
                     for k in set(a.stage_lits) & set(b.stage_lits):
                         m.add(a.end <= b.start).only_enforce_if([a.stage_lits[k], b.stage_lits[k]])
-        for x in self._all_transfers():  # S2 (transfers)
+        for x in self._all_transfers():  # P2C.S2 (transfers)
             x_start, x_end = x.stage_bounds()
             for k, lit in x.stage_lits.items():
                 m.add(x_start == T(k)).only_enforce_if(lit)
@@ -451,17 +451,17 @@ class P2CpModel:
             m.add(x.end <= x_end).only_enforce_if(x.present)
         for i, out in self.offloads.items():
             out_start, out_end = out.stage_bounds()
-            for c, sigma in self.sources[i]:  # S5: page out a copy carried into the stage
+            for c, sigma in self.sources[i]:  # P2C.S5: page out a copy carried into the stage
                 copy = self.copies[i][c]
                 m.add(copy.ready <= out_start).only_enforce_if(sigma)
                 m.add(copy.free >= out_end).only_enforce_if(sigma)
-            for x in self.prefetches[i]:  # S6: page in from a D copy of an earlier stage
+            for x in self.prefetches[i]:  # P2C.S6: page in from a D copy of an earlier stage
                 m.add(out_end <= x.stage_bounds()[0]).only_enforce_if(x.present)
-            m.add(self.d_free[i] == self.makespan).only_enforce_if(out.present)  # S7
+            m.add(self.d_free[i] == self.makespan).only_enforce_if(out.present)  # P2C.S7
 
     # ------------------------------------------------------------ objective
     def _objective(self) -> None:
-        """O1 latency, O2 energy (C15: the static term floored exactly), O3 compute."""
+        """P2C.O1 latency, P2C.O2 energy (P2C.C15: the static term floored exactly), P2C.O3 compute."""
         m, data = self.model, self.data
         if data.objective is Objective.LATENCY:
             m.minimize(self.makespan)
@@ -476,7 +476,7 @@ class P2CpModel:
             if data.static_fj_per_cycle:
                 phi = data.static_fj_per_cycle
                 self.static = m.new_int_var(0, phi * self.horizon // 1000, "static_pj")
-                m.add(1000 * self.static <= phi * self.makespan)  # C15
+                m.add(1000 * self.static <= phi * self.makespan)  # P2C.C15
                 m.add(phi * self.makespan <= 1000 * self.static + 999)
                 energy += self.static
             m.minimize(energy)

@@ -50,7 +50,7 @@ DEFAULT_MAX_PREFETCHES = 1
 
 @dataclass(frozen=True)
 class P2Op:
-    """Op ``v`` of D1: its cost on the core, the items it reads and the item it writes."""
+    """Op ``v`` of P2C.D1: its cost on the core, the items it reads and the item it writes."""
 
     index: int
     id: str
@@ -64,7 +64,7 @@ class P2Op:
 
 @dataclass(frozen=True)
 class P2Item:
-    """Item ``i`` of D2: tensors kept, moved and freed together.
+    """Item ``i`` of P2C.D2: tensors kept, moved and freed together.
 
     ``producer`` is the op index of the node that writes it, ``None`` for a graph
     input.  A transfer of the item moves its tensors one after the other on the link
@@ -247,7 +247,7 @@ def p2_data(
     persistent = {t.id for t in graph.tensors if t.persistent}
     item_of_tensor: dict[str, int] = {}
     raw_items: list[_RawItem] = []
-    for t in graph.tensors:  # graph inputs first: D2
+    for t in graph.tensors:  # graph inputs first: P2C.D2
         if t.persistent or t.producer is not None:
             continue
         if t.consumers:
@@ -364,7 +364,7 @@ def assemble_schedule(
 def schedule_value(data: P2Data, schedule: Schedule) -> dict[str, int]:
     """Latency, compute cycles, energy and objective of a schedule the models built.
 
-    The backend's own count, from the instance's cost tables (E4 of
+    The backend's own count, from the instance's cost tables (EV.E4 of
     ``formulations/evaluator.md``); :func:`monet_ilp.solve` checks it against the
     evaluator.
     """
@@ -421,14 +421,14 @@ class ScheduleTrace:
 
 
 def timed_schedule(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
-    """The timed form of a schedule (a Sequence is timed back to back, as in E3)."""
+    """The timed form of a schedule (a Sequence is timed back to back, as in EV.E3)."""
     if isinstance(schedule, Sequence):
         return evaluate(instance, schedule).schedule
     return schedule
 
 
 def trace_schedule(data: P2Data, schedule: Schedule) -> ScheduleTrace:
-    """Read a timed schedule as runs, copies and transfers of items (E1 of evaluator.md).
+    """Read a timed schedule as runs, copies and transfers of items (EV.E1 of evaluator.md).
 
     Each item is followed through the tensor read last.  Only used to build hints:
     parts that the models cannot express are returned as they are and ignored there.
@@ -530,7 +530,7 @@ def paging_schedule(data: P2Data) -> Schedule:
 
 def baseline_schedule(instance: Instance, data: P2Data | None = None) -> Schedule | None:
     """The best baseline the evaluator accepts: a P1 one (store-all, Chen greedy, Chen
-    sqrt; timed back to back as in E3) or, with ``data``, :func:`paging_schedule`.
+    sqrt; timed back to back as in EV.E3) or, with ``data``, :func:`paging_schedule`.
 
     ``None`` when none fits the budget or the runtime limit.
     """

@@ -53,7 +53,7 @@ _OPTIONS = ("max_computes", "max_prefetches", "fixed_order", "offload_inputs", "
 
 @dataclass
 class _Plan:
-    """A point of the stage class: what each stage computes, keeps and moves (X1-X5)."""
+    """A point of the stage class: what each stage computes, keeps and moves (P2M.X1-X5)."""
 
     R: dict[tuple[int, int], int] = field(default_factory=dict)
     S: dict[tuple[int, int], int] = field(default_factory=dict)
@@ -126,7 +126,7 @@ class P2StageMilp:
 
     # ----------------------------------------------------------- variables
     def _variables(self) -> None:
-        """X1 R, X2 S, X3 M_out, X4 M_in, X5 FREE, X6 L, M and the static energy."""
+        """P2M.X1 R, P2M.X2 S, P2M.X3 M_out, P2M.X4 M_in, P2M.X5 FREE, P2M.X6 L, M and the static energy."""
         data, binary = self.data, pulp.LpBinary
         for op in data.ops:
             for k in self.run_stages[op.index][1:]:
@@ -169,35 +169,35 @@ class P2StageMilp:
         S, Min, Mout, R = self.S, self.Min, self.Mout, self._R
         items = data.items
         for k in range(data.n):
-            for u in self._positions(k):  # M1: a run finds its inputs in S
+            for u in self._positions(k):  # P2M.M1: a run finds its inputs in S
                 for i in data.ops[u].reads:
                     add(R(k, u) <= R(k, items[i].producer) + S.get((k, i), 0), f"M1_{k}_{u}_{i}")
         for item in items:
             i, p = item.index, item.producer
             for k in range(self.birth[i], self.last_read[i] + 1):
-                if (k + 1, i) in S:  # M2: a copy is kept, made by a run or paged in
+                if (k + 1, i) in S:  # P2M.M2: a copy is kept, made by a run or paged in
                     add(S[(k + 1, i)] <= S[(k, i)] + R(k, p) + Min.get((k, i), 0), f"M2_{k}_{i}")
-                # M3: one copy of an item in S at a time
+                # P2M.M3: one copy of an item in S at a time
                 if (k, p) in self.R:
                     add(S[(k, i)] + R(k, p) <= 1, f"M3a_{k}_{i}")
                 if (k, i) in Min:
                     add(S[(k, i)] + Min[(k, i)] <= 1, f"M3b_{k}_{i}")
                     if (k, p) in self.R:
                         add(Min[(k, i)] + R(k, p) <= 1, f"M3c_{k}_{i}")
-                if (k, i) in Mout:  # M5: page out a copy held in S
+                if (k, i) in Mout:  # P2M.M5: page out a copy held in S
                     add(Mout[(k, i)] <= S[(k, i)], f"M5_{k}_{i}")
-                if (k, i) in Min:  # M6: page in from a copy paged out in an earlier stage
+                if (k, i) in Min:  # P2M.M6: page in from a copy paged out in an earlier stage
                     add(Min[(k, i)] <= pulp.lpSum(Mout[(q, i)] for q in range(k) if (q, i) in Mout),
                         f"M6_{k}_{i}")
             if item.producer is None:
                 add(S[(0, i)] == 1, f"M2_input_{i}")
             outs = [Mout[key] for key in Mout if key[1] == i]
-            if outs:  # M4: at most one page-out, P page-ins
+            if outs:  # P2M.M4: at most one page-out, P page-ins
                 add(pulp.lpSum(outs) <= item.max_offloads, f"M4_out_{i}")
             ins = [Min[key] for key in Min if key[1] == i]
             if ins:
                 add(pulp.lpSum(ins) <= item.max_prefetches, f"M4_in_{i}")
-        for op in data.ops:  # M4: C_v runs
+        for op in data.ops:  # P2M.M4: C_v runs
             if len(self.run_stages[op.index]) > op.max_runs:
                 add(1 + pulp.lpSum(self.R[(k, op.index)] for k in self.run_stages[op.index][1:])
                     <= op.max_runs, f"M4_runs_{op.index}")
@@ -206,7 +206,7 @@ class P2StageMilp:
         self._time_constraints()
 
     def _free_constraints(self) -> None:
-        """M7: FREE[k,i,u] = 1 only if u runs in stage k and is the last use of i there."""
+        """P2M.M7: FREE[k,i,u] = 1 only if u runs in stage k and is the last use of i there."""
         add, data = self._add, self.data
         for (k, i, u), free in self.FREE.items():
             add(free <= self._R(k, u), f"M7a_{k}_{i}_{u}")
@@ -219,7 +219,7 @@ class P2StageMilp:
                     add(free <= 1 - self._R(k, later), f"M7d_{k}_{i}_{u}_{later}")
 
     def _memory_constraints(self) -> None:
-        """M8 capacity of S while each run of a stage runs; M9 capacity of D."""
+        """P2M.M8 capacity of S while each run of a stage runs; P2M.M9 capacity of D."""
         data, add = self.data, self._add
         size = [item.bytes for item in data.items]
         for k in range(data.n):
@@ -243,7 +243,7 @@ class P2StageMilp:
                 add(total <= data.offload_capacity_bytes, "M9")
 
     def _time_constraints(self) -> None:
-        """M10 a stage lasts as long as its runs and its transfers; M12 static (M11: M's bound)."""
+        """P2M.M10 a stage lasts as long as its runs and its transfers; P2M.M12 static (P2M.M11: M's bound)."""
         data, add = self.data, self._add
         for k in range(data.n):
             compute = pulp.lpSum(data.ops[v].cycles * self._R(k, v) for v in self._positions(k))
@@ -253,16 +253,16 @@ class P2StageMilp:
             if moves:
                 add(self.L[k] >= pulp.lpSum(c * x for c, x in moves), f"M10b_{k}")
         add(self.makespan >= pulp.lpSum(self.L), "M10c")
-        if self.static is not None:  # M12 (M11 is the makespan's upper bound)
+        if self.static is not None:  # P2M.M12 (P2M.M11 is the makespan's upper bound)
             add(1000 * self.static >= data.static_fj_per_cycle * self.makespan - 999, "M12")
 
     def _objective(self) -> None:
-        """O1 latency, O2 energy, O3 compute; with latency and compute, fewest moves on ties.
+        """P2M.O1 latency, P2M.O2 energy, P2M.O3 compute; with latency and compute, fewest moves on ties.
 
-        Transfers cost nothing under O1 and O3 (and recomputations nothing under O1), so
+        Transfers cost nothing under P2M.O1 and P2M.O3 (and recomputations nothing under P2M.O1), so
         the solver may keep useless ones.  The objective is then ``W * primary + moves``
         with ``W = 2 (s + 1)``, ``s`` the number of move variables, and the solver stops
-        at an absolute gap below ``W - s``, which proves the primary optimum (O4 of p2_milp.md).
+        at an absolute gap below ``W - s``, which proves the primary optimum (P2M.O4 of p2_milp.md).
         """
         data = self.data
         runs = [(v, k) for op in data.ops for v, k in ((op.index, k) for k in
@@ -328,7 +328,7 @@ class P2StageMilp:
                     if j == i and x and not any(Min.get((q, i)) for q in range(k + 1, data.n)):
                         Mout[(k, i)] = 0
                         changed = True
-                for k in range(data.n - 1, -1, -1):  # M3: S[k] excludes a new copy in stage k
+                for k in range(data.n - 1, -1, -1):  # P2M.M3: S[k] excludes a new copy in stage k
                     if S.get((k, i)) and not (_read_in(item.readers, k, R) or S.get((k + 1, i))
                                               or Mout.get((k, i))):
                         S[(k, i)] = 0

@@ -1,4 +1,4 @@
-"""The combinatorial lower bounds (B1-B6 of ``formulations/bounds.md``), from the P3 data.
+"""The combinatorial lower bounds (BD.B1-B6 of ``formulations/bounds.md``), from the P3 data.
 
 Valid for every schedule the evaluator accepts, so any backend may report them (also
 when it stops before its own solver has a bound, ``formulations/time_limits.md``),
@@ -41,7 +41,7 @@ class Bound:
 
 
 def combinatorial_bounds(instance: Instance, objective: Objective | None = None) -> list[Bound]:
-    """The closed-form bounds (B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance."""
+    """The closed-form bounds (BD.B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance."""
     objective = objective or instance.objective
     began = time.perf_counter()
     p3 = dataclasses.replace(instance, problem=Problem.P3, objective=Objective.LATENCY,
@@ -67,7 +67,7 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
                 moves += min(out_of_home, default=0)
         static = data.static_pj(latency)
         limit = instance.runtime_limit_cycles
-        if limit is not None and limit < latency:  # B6: no schedule, the optimum is +infinity
+        if limit is not None and limit < latency:  # BD.B6: no schedule, the optimum is +infinity
             out.append(Bound("runtime_limit", "combinatorial", math.inf, every,
                              detail=f"the runtime limit {limit} is below the latency bound {latency}: "
                                     "no schedule exists"))
@@ -80,7 +80,7 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
             value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * energy / meta["energy_ref_pj"]
             out.append(Bound("latency_and_energy", "combinatorial", value, every,
                              detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
-    # B4: an op that fits none of its cores (or inputs that overflow their home): no
+    # BD.B4: an op that fits none of its cores (or inputs that overflow their home): no
     # schedule at all, so the optimum is +infinity, which the bound then says.
     reason = data.min_capacity_proof()
     out.append(Bound("memory", "combinatorial", math.inf if reason else None, every,
@@ -91,7 +91,7 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
 
 
 def _pinning_knapsack(data: P3Data) -> int:
-    """B5: run energy when not every persistent tensor fits in the SRAMs at once.
+    """BD.B5: run energy when not every persistent tensor fits in the SRAMs at once.
 
     Every op costs at least its cheapest unpinned energy minus what pinning could
     save.  The saving ``σ_v`` of op ``v`` (cheapest unpinned minus cheapest pinned
@@ -128,7 +128,7 @@ def _pinning_knapsack(data: P3Data) -> int:
 def combinatorial_bound(instance: Instance) -> int | float | None:
     """The best closed-form lower bound on the instance's objective (``formulations/bounds.md``).
 
-    B1-B5 hold for every schedule, so any backend may report it, also when it stops
+    BD.B1-B5 hold for every schedule, so any backend may report it, also when it stops
     before its own solver has a bound (``formulations/time_limits.md``).
     """
     try:

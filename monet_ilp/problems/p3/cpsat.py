@@ -1,6 +1,6 @@
 """P3 on CP-SAT: joint layer-to-core allocation, rematerialisation, offload and pinning.
 
-The production backend of P3 (``formulations/p3_problem.md``, class K3); the
+The production backend of P3 (``formulations/p3_problem.md``, class P3.K3); the
 mathematics, with the labels cited below (V, C, O), is ``formulations/p3_cpsat.md``.
 Every run is an alternative of optional intervals, one per (core, cost variant);
 every copy of an item in a memory is a residence interval in that memory's
@@ -61,7 +61,7 @@ _OPTIONS = ("max_computes", "max_transfers", "colocate", "allow_recompute", "all
 
 @dataclass
 class _Alt:
-    """V1: one way to run a run: on ``core``, with the pinned cost or not."""
+    """P3C.V1: one way to run a run: on ``core``, with the pinned cost or not."""
 
     core: str
     pinned: bool
@@ -73,7 +73,7 @@ class _Alt:
 
 @dataclass
 class _Run:
-    """V1: run ``number`` of op ``op`` (0 = first computation, mandatory)."""
+    """P3C.V1: run ``number`` of op ``op`` (0 = first computation, mandatory)."""
 
     op: int
     number: int
@@ -86,7 +86,7 @@ class _Run:
 
 @dataclass
 class _Move:
-    """V3: one way to make a transfer: a route and the copy it reads in the route's source."""
+    """P3C.V3: one way to make a transfer: a route and the copy it reads in the route's source."""
 
     route: P3Route
     source: int  # index of the source copy in copies[(item, route.src)]
@@ -96,7 +96,7 @@ class _Move:
 
 @dataclass
 class _Transfer:
-    """V3: transfer ``number`` of an item into memory ``dst``."""
+    """P3C.V3: transfer ``number`` of an item into memory ``dst``."""
 
     item: int
     dst: str
@@ -110,7 +110,7 @@ class _Transfer:
 
 @dataclass
 class _Copy:
-    """V2: a copy of an item in a memory: made by a run, a transfer, or there at time 0."""
+    """P3C.V2: a copy of an item in a memory: made by a run, a transfer, or there at time 0."""
 
     item: int
     memory: str
@@ -176,7 +176,7 @@ class P3CpModel:
 
     # ------------------------------------------------------------ variables
     def _run_variables(self) -> None:
-        """V1: a start, a presence and one optional interval per (core, variant) per run."""
+        """P3C.V1: a start, a presence and one optional interval per (core, variant) per run."""
         m, H = self.model, self.horizon
         for op in self.data.ops:
             self._check(op.index, len(self.data.ops))
@@ -219,7 +219,7 @@ class P3CpModel:
             self.runs.append(runs)
 
     def _pin_variables(self) -> None:
-        """V4: pin each persistent tensor in at most one SRAM (K4)."""
+        """P3C.V4: pin each persistent tensor in at most one SRAM (P3.K4)."""
         m, data = self.model, self.data
         if data.persistent_home is None:
             return
@@ -233,7 +233,7 @@ class P3CpModel:
                 m.add_at_most_one(lits)
 
     def _copy_variables(self) -> None:
-        """V2 copies (runs, the input copy, transfers) and V3 transfers with their moves."""
+        """P3C.V2 copies (runs, the input copy, transfers) and P3C.V3 transfers with their moves."""
         m, H, data = self.model, self.horizon, self.data
         for item in data.items:
             self._check(item.index, len(data.items))
@@ -294,22 +294,22 @@ class P3CpModel:
 
     # ---------------------------------------------------------- constraints
     def _core_constraints(self) -> None:
-        """C1 one run per core at a time; C2 recomputations after the first; C3 gradients; C4 updates."""
+        """P3C.C1 one run per core at a time; P3C.C2 recomputations after the first; P3C.C3 gradients; P3C.C4 updates."""
         m, data = self.model, self.data
         per_core: dict[str, list[Any]] = {c: [] for c in data.cores}
         for runs in self.runs:
             for run in runs:
                 for a in run.alts:
                     per_core[a.core].append(a.interval)
-        for intervals in per_core.values():  # C1
+        for intervals in per_core.values():  # P3C.C1
             if len(intervals) > 1:
                 m.add_no_overlap(intervals)
-        for runs in self.runs:  # C2
+        for runs in self.runs:  # P3C.C2
             for k in range(1, len(runs)):
                 if k >= 2:
                     m.add_implication(runs[k].present, runs[k - 1].present)
                 m.add(runs[k].start >= runs[k - 1].end).only_enforce_if(runs[k].present)
-        for op in data.ops:  # C3: a weight gradient is read after its producer's first run
+        for op in data.ops:  # P3C.C3: a weight gradient is read after its producer's first run
             for u in op.after:
                 for run in self.runs[op.index]:
                     _only_if(m.add(run.start >= self.runs[u][0].end), run.present)
@@ -317,7 +317,7 @@ class P3CpModel:
         for op in data.ops:
             for p in op.persistent_reads:
                 readers.setdefault(p, []).append(op.index)
-        for op in data.ops:  # C4: in-place updates after every reader (E2 update_hazard)
+        for op in data.ops:  # P3C.C4: in-place updates after every reader (EV.E2 update_hazard)
             if not op.updates:
                 continue
             update_start = self.runs[op.index][0].start
@@ -326,14 +326,14 @@ class P3CpModel:
                     _only_if(m.add(run.end <= update_start), run.present)
 
     def _read_constraints(self) -> None:
-        """C5 item reads from a copy in the core's memory; C6 persistent reads and pins."""
+        """P3C.C5 item reads from a copy in the core's memory; P3C.C6 persistent reads and pins."""
         m, data = self.model, self.data
         for op in data.ops:
             self._check(op.index, len(self.data.ops))
             for run in self.runs[op.index]:
                 for c, on in run.on_core.items():
                     mem = data.memory_of[c]
-                    for i in op.reads:  # C5
+                    for i in op.reads:  # P3C.C5
                         choice = []
                         for n, copy in enumerate(self.copies[(i, mem)]):
                             y = m.new_bool_var(f"y[{op.index},{run.number},{c},{i},{n}]")
@@ -350,7 +350,7 @@ class P3CpModel:
                         else:
                             m.add(sum(y for _, y in choice) == on)
                         self.reads[(op.index, run.number, c, i)] = choice
-                for a in run.alts:  # C6: the pinned variant iff all its persistent reads are pinned
+                for a in run.alts:  # P3C.C6: the pinned variant iff all its persistent reads are pinned
                     mem = data.memory_of[a.core]
                     if not op.persistent_reads or data.persistent_home is None:
                         continue
@@ -371,7 +371,7 @@ class P3CpModel:
                                     m.add_implication(a.lit, ~lit)
 
     def _copy_constraints(self) -> None:
-        """C7 a copy lives from ready to at most the makespan; C8 one copy of an item per memory."""
+        """P3C.C7 a copy lives from ready to at most the makespan; P3C.C8 one copy of an item per memory."""
         m, data = self.model, self.data
         for copies in self.copies.values():
             for copy in copies:
@@ -383,7 +383,7 @@ class P3CpModel:
                 m.add_no_overlap([c.interval for c in copies])
 
     def _transfer_constraints(self) -> None:
-        """C9 a transfer reads a copy in its source, ready at its start and kept to its end; C10 links."""
+        """P3C.C9 a transfer reads a copy in its source, ready at its start and kept to its end; P3C.C10 links."""
         m = self.model
         per_link: dict[str, list[Any]] = {}
         for t, x in enumerate(self.transfers):
@@ -408,12 +408,12 @@ class P3CpModel:
                             and p.number == x.number - 1)
                 m.add_implication(x.present, prev.present)
                 m.add(x.start >= prev.end).only_enforce_if(x.present)
-        for intervals in per_link.values():  # C10
+        for intervals in per_link.values():  # P3C.C10
             if len(intervals) > 1:
                 m.add_no_overlap(intervals)
 
     def _memory_constraints(self) -> None:
-        """C11: the capacity of every memory, copies and persistent tensors (E1.5)."""
+        """P3C.C11: the capacity of every memory, copies and persistent tensors (EV.E1.5)."""
         m, data = self.model, self.data
         for mem in data.memories:
             intervals, demands, total = [], [], 0
@@ -452,7 +452,7 @@ class P3CpModel:
         self._pin_knapsacks()
 
     def _pin_knapsacks(self) -> None:
-        """C16 (redundant): pinned tensors and a run's inputs and outputs share the SRAM.
+        """P3C.C16 (redundant): pinned tensors and a run's inputs and outputs share the SRAM.
 
         While the first run of ``v`` on ``c`` runs, ``M(c)`` holds every tensor pinned
         there and ``v``'s inputs and outputs; a linear row per (op, core) shows the LP
@@ -477,7 +477,7 @@ class P3CpModel:
                         m.add(pinned + need * on <= data.capacity[mem])
 
     def _makespan_constraints(self) -> None:
-        """C12 the makespan covers every run and transfer (with redundant load bounds); C13 the runtime limit."""
+        """P3C.C12 the makespan covers every run and transfer (with redundant load bounds); P3C.C13 the runtime limit."""
         m, data = self.model, self.data
         for runs in self.runs:
             for run in runs:
@@ -489,7 +489,7 @@ class P3CpModel:
             if load:
                 m.add(self.makespan >= sum(load))
         m.add(self.makespan >= data.critical_path_cycles())
-        for op in data.ops:  # C15 (redundant): every run starts after what it reads first exists
+        for op in data.ops:  # P3C.C15 (redundant): every run starts after what it reads first exists
             self._check(op.index, len(self.data.ops))
             for i in op.reads:
                 item = data.items[i]
@@ -504,11 +504,11 @@ class P3CpModel:
             busy = [mv.route.cycles * mv.lit for x in self.transfers for mv in x.moves
                     if mv.route.link == link]
             m.add(self.makespan >= sum(busy))
-        if data.runtime_limit_cycles is not None:  # C13
+        if data.runtime_limit_cycles is not None:  # P3C.C13
             m.add(self.makespan <= data.runtime_limit_cycles)
 
     def _colocate(self) -> None:
-        """C14 (``colocate="layer"``): a layer's first computations share one core."""
+        """P3C.C14 (``colocate="layer"``): a layer's first computations share one core."""
         m, data = self.model, self.data
         layers: dict[str, list[int]] = {}
         for op in data.ops:
@@ -528,7 +528,7 @@ class P3CpModel:
 
     # ------------------------------------------------------------ objective
     def _objective(self) -> None:
-        """O1 latency, O2 energy (the static term floored exactly), O3 weighted."""
+        """P3C.O1 latency, P3C.O2 energy (the static term floored exactly), P3C.O3 weighted."""
         m, data = self.model, self.data
         energy = sum(a.energy_pj * a.lit for runs in self.runs for run in runs for a in run.alts)
         energy += sum(mv.route.energy_pj * mv.lit for x in self.transfers for mv in x.moves)
@@ -591,7 +591,7 @@ class P3CpModel:
 
         def freed(item: int, memory: str, alloc: int, *, at_start: bool = False) -> int:
             # The copy allocated at ``alloc`` goes at the first free after it; a free at
-            # ``alloc`` itself belongs to the copy it replaces (frees come first, E1.6),
+            # ``alloc`` itself belongs to the copy it replaces (frees come first, EV.E1.6),
             # except for a graph input's copy, there from time 0.
             return max(min((t for t in frees.get((tensor, memory), ()) if t > alloc or (at_start and t == alloc)),
                            default=span)
@@ -753,7 +753,7 @@ def solve_p3_cpsat(
         list-scheduling baseline (``heuristics.store_all_schedule``), layer and op
         allocation, whichever is better.
     max_computes, max_transfers, colocate, allow_recompute, allow_offload, allow_pin
-        The class K3 and its restrictions (``formulations/p3_problem.md``); ``None``
+        The class P3.K3 and its restrictions (``formulations/p3_problem.md``); ``None``
         means the default.
     log, seed, params
         CP-SAT's search log, random seed, and extra ``SatParameters`` fields.
@@ -761,8 +761,8 @@ def solve_p3_cpsat(
     Returns
     -------
     BackendResult
-        ``optimal`` over K3 (proven), ``feasible`` (with CP-SAT's bound),
-        ``infeasible`` (proven over K3; the message gives the minimum SRAM when the
+        ``optimal`` over P3.K3 (proven), ``feasible`` (with CP-SAT's bound),
+        ``infeasible`` (proven over P3.K3; the message gives the minimum SRAM when the
         capacity is the reason) or ``unknown``.
     """
     deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
@@ -791,7 +791,7 @@ def solve_p3_cpsat(
         stats["hint"] = "given"
     if isinstance(start, Sequence):
         start = evaluate(instance, start).schedule
-    floor = combinatorial_bound(instance)  # B1-B5 of bounds.md hold for every schedule
+    floor = combinatorial_bound(instance)  # BD.B1-B5 of bounds.md hold for every schedule
     try:
         built = P3CpModel(data, deadline=deadline)
         if start is not None:

@@ -1,7 +1,7 @@
 """P3 data shared by the CP-SAT and MILP backends: ops per core, items, routes, pins.
 
 The solver-agnostic step between an :class:`~monet_ilp.instance.Instance` of problem
-P3 (``formulations/p3_problem.md``, class K3) and the two P3 models
+P3 (``formulations/p3_problem.md``, class P3.K3) and the two P3 models
 (``formulations/p3_cpsat.md``, ``formulations/p3_milp.md``).  Everything is priced in
 the instance's integer units (cycles, bytes, picojoules); schedules are assembled
 from model values here, so that both backends emit the same kind of schedule and
@@ -40,15 +40,15 @@ __all__ = [
     "weighted_scale",
 ]
 
-#: Runs per op, first computation included (K1).
+#: Runs per op, first computation included (P3.K1).
 DEFAULT_MAX_COMPUTES = 2
-#: Transfers of an item into one memory (K2, L1).
+#: Transfers of an item into one memory (P3.K2, P3.L1).
 DEFAULT_MAX_TRANSFERS = 1
 
 
 @dataclass(frozen=True)
 class P3Op:
-    """An op of K1: where it may run, at what cost, what it reads and writes."""
+    """An op of P3.K1: where it may run, at what cost, what it reads and writes."""
 
     index: int
     id: str
@@ -82,7 +82,7 @@ class P3Route:
 
 @dataclass(frozen=True)
 class P3Item:
-    """An item (K2): one non-persistent tensor, an op's output or a graph input that is read.
+    """An item (P3.K2): one non-persistent tensor, an op's output or a graph input that is read.
 
     A run of the producer makes a copy of each of its items in its core's memory.
     """
@@ -99,7 +99,7 @@ class P3Item:
 
 @dataclass(frozen=True)
 class P3Persistent:
-    """A persistent tensor: its bytes, and the memories it may be pinned in (K4)."""
+    """A persistent tensor: its bytes, and the memories it may be pinned in (P3.K4)."""
 
     index: int
     id: str
@@ -140,7 +140,7 @@ class P3Data:
         return tuple(r for r in self.items[item].routes if r.dst == dst)
 
     def horizon(self) -> int:
-        """An upper bound on the makespan of any schedule of K3 the models allow."""
+        """An upper bound on the makespan of any schedule of P3.K3 the models allow."""
         total = sum(max(max(op.cycles.values()), max(op.pinned_cycles.values(), default=0))
                     * op.max_runs for op in self.ops)
         for item in self.items:
@@ -219,7 +219,7 @@ class P3Data:
         return max(finish.values(), default=0)
 
     def claimed_objective(self, latency: int, energy: int) -> int | float:
-        """The objective of a schedule with this latency and energy (E4), as the evaluator computes it."""
+        """The objective of a schedule with this latency and energy (EV.E4), as the evaluator computes it."""
         if self.objective is Objective.LATENCY:
             return latency
         if self.objective is Objective.ENERGY:
@@ -267,7 +267,7 @@ def p3_data(
     allow_offload: bool = True,
     allow_pin: bool = True,
 ) -> P3Data:
-    """Group a P3 instance into ops, items, routes and persistent tensors (K1-K6).
+    """Group a P3 instance into ops, items, routes and persistent tensors (P3.K1-K6).
 
     Parameters
     ----------
@@ -437,7 +437,7 @@ def assemble_p3_schedule(
     pins: Iterable[tuple[int, str]] = (),
     meta: Mapping[str, Any] | None = None,
 ) -> tuple[Schedule, dict[str, Any]]:
-    """A timed :class:`Schedule` from model values, and its claimed value (E4).
+    """A timed :class:`Schedule` from model values, and its claimed value (EV.E4).
 
     ``frees`` are ``(item, memory, time)`` and free every tensor of the item; ``pins``
     ``(persistent index, memory)``.  An item's tensors move back to back on the

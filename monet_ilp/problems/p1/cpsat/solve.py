@@ -113,7 +113,7 @@ def solve_cpsat(
         ``UNKNOWN``.  ``objective`` is the compute cost, ``bound`` the best lower
         bound rounded up.
     """
-    # One core: latency is the compute cost (O1); energy and the weighted sum are not.
+    # One core: latency is the compute cost (P1C.O1); energy and the weighted sum are not.
     check_p1(instance, "cpsat")
     # private: warm starts skip the explanation and run to a share of the caller's deadline
     explain_infeasible: bool = options.pop("_explain_infeasible", True)
@@ -187,11 +187,11 @@ def min_budget_cpsat(
 ) -> tuple[int, bool]:
     """The smallest budget (bytes) for which a schedule exists, and whether it is proven.
 
-    Minimises the model's memory peak (O2) with unlimited recomputation and the
+    Minimises the model's memory peak (P1C.O2) with unlimited recomputation and the
     same order option; cost plays no part.  When not proven (time limit), the value
     is the smallest peak found, an upper bound on the minimum.  ``time_limit`` counts
     everything (baselines, model, search); a ``deadline`` replaces it.  The budget
-    includes the persistent bytes the core memory holds (E1.5; none unless modelled).
+    includes the persistent bytes the core memory holds (EV.E1.5; none unless modelled).
 
     Returns
     -------

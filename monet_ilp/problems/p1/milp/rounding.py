@@ -45,7 +45,7 @@ Plan = list[list[int]]
 
 @dataclass(frozen=True)
 class PlanCost:
-    """What a plan costs under E3: compute cycles, peak bytes, and whether it is valid."""
+    """What a plan costs under EV.E3: compute cycles, peak bytes, and whether it is valid."""
 
     compute_cycles: int
     peak_bytes: int
@@ -60,7 +60,7 @@ def resident_at_stage_start(data: P1Data, plan: Plan) -> list[set[int]]:
 
     A value is kept into stage ``t`` iff stage ``t`` reads it before (re)computing
     it, or keeps it into stage ``t+1`` without computing it; ``keep[n]`` is empty.
-    Every S that satisfies C2 and C3 with this R contains it, so its memory is the
+    Every S that satisfies P1M.C2 and P1M.C3 with this R contains it, so its memory is the
     least (Checkmate's FREE frees everything else right after its last use).
     """
     n = data.n
@@ -87,13 +87,13 @@ def _check_plan(data: P1Data, plan: Plan) -> str:
 
 def sequence_of_plan(data: P1Data, plan: Plan, *, meta: dict[str, Any] | None = None
                      ) -> tuple[Sequence, PlanCost]:
-    """The Sequence of a plan and its E3 cost, with every release placed by FREE (§6).
+    """The Sequence of a plan and its EV.E3 cost, with every release placed by FREE (§6).
 
     Graph inputs nobody reads are released before the first computation.  After
     ``v_k`` in stage ``t``, each value ``e`` among ``v_k``'s inputs and outputs is
     released when no later op of stage ``t`` reads it and it is not kept into stage
     ``t+1`` (``FREE[t,e,k] = 1`` with the least S).  The returned cost replays the
-    steps exactly as E3 does (the resident set plus the running op's outputs).
+    steps exactly as EV.E3 does (the resident set plus the running op's outputs).
     """
     problem = _check_plan(data, plan)
     if problem:
@@ -222,7 +222,7 @@ def start_values(data: P1Data, x: StageVariables, n_cols: int, plan: Plan) -> li
     for t in range(data.n):
         for e, s in x.S[t].items():
             if s == 1:
-                keep[t].add(e)  # a constant 1 (D2, D4); it is in the least S anyway
+                keep[t].add(e)  # a constant 1 (P1M.D2, P1M.D4); it is in the least S anyway
         if any(x.s(t, e) == 0 for e in keep[t]):
             return None
     unit = data.scale
@@ -267,7 +267,7 @@ def recompute_for_retention(data: P1Data, x: StageVariables, kept: list[set[int]
     Stages are processed from the last: a value kept into stage ``t+1`` and not kept
     into stage ``t`` is recomputed in stage ``t``; then, from ``v_t`` down, every
     value an op of the stage reads is recomputed unless it is kept.  Where the
-    model forbids the recomputation (D1-D3), the value is kept instead, which
+    model forbids the recomputation (P1M.D1-D3), the value is kept instead, which
     becomes a requirement on stage ``t-1``.  ``kept`` is modified in place.
     """
     n = data.n
@@ -355,11 +355,11 @@ def keep_by_priority(data: P1Data, x: StageVariables, values: Seq[float] | None 
 
     Stages run forward.  Stage ``t`` recomputes, in index order, what ``v_t`` needs
     and is not resident; then the values present in the stage that may serve later
-    (D1) are kept into stage ``t+1`` in decreasing ``S*[t+1,e]`` (the LP solution
+    (P1M.D1) are kept into stage ``t+1`` in decreasing ``S*[t+1,e]`` (the LP solution
     ``values``; without one, soonest next reader first, Belady's rule), each as long
     as holding it to the end of the stage fits the budget, skipping those with
     ``S* < floor``.  Inputs still needed, and everything still read once
-    recomputation is over (D2), are kept unconditionally.  When a stage's
+    recomputation is over (P1M.D2), are kept unconditionally.  When a stage's
     recomputations do not fit, the values it had to recompute are *protected* (kept
     first whenever they fit) and the pass starts again, at most ``passes`` times.
     Returns ``None`` when no pass fits; the caller replays the plan in any case.
