@@ -14,11 +14,11 @@ import random
 import highspy
 import pulp
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
-from monet_ilp.problems.p3.milp import P3Milp, core_automorphisms, solve_p3_milp, start_values
-from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.graph.node_link import from_node_link
 from monet_ilp.hardware.model import OpCost
@@ -26,10 +26,12 @@ from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem
 from monet_ilp.make import make_instance
+from monet_ilp.problems.p3.data import p3_data
+from monet_ilp.problems.p3.milp import P3Milp, core_automorphisms, solve_p3_milp, start_values
 from monet_ilp.solve import BackendResult, Status, solve
 
 WORKERS = 1
-TWO = dict(n_pe_x=2, n_pe_y=1)
+TWO = {"n_pe_x": 2, "n_pe_y": 1}
 
 
 # ===================================================================== helpers
@@ -148,7 +150,7 @@ def test_an_sram_that_no_op_fits_is_infeasible_with_the_minimum():
 
 
 def test_colocating_layers_never_beats_the_free_allocation():
-    build = lambda: dag(6, 1)  # noqa: E731  (a layer is a rank of the DAG)
+    build = lambda: dag(6, 1)  # a layer is a rank of the DAG
     free = milp(build(), time_limit=30)
     layer = milp(build(), time_limit=30, colocate="layer")
     assert free.status is layer.status is Status.OPTIMAL
@@ -252,9 +254,6 @@ def test_export_and_option_errors(tmp_path):
 
 
 # ====================================================== property: cpsat == milp
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
-
 
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(3, 5), seed=st.integers(0, 10_000), tight=st.booleans(),

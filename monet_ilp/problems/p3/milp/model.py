@@ -8,9 +8,11 @@ by the engines (:mod:`monet_ilp.engines.pulp_models`).
 
 from __future__ import annotations
 
+import itertools
 import time
+from collections.abc import Callable, Iterable
 from graphlib import TopologicalSorter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 import pulp
 
@@ -23,6 +25,7 @@ from monet_ilp.problems.p3.data import (
     weighted_coefficients,
 )
 from monet_ilp.problems.p3.milp.records import (
+    CopyKind,
     CopySlot,
     RunSlot,
     Solution,
@@ -34,9 +37,16 @@ from monet_ilp.problems.p3.milp.symmetry import Symmetry, core_automorphisms
 
 if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
+    from monet_ilp.problems.p3.data import P3Item, P3Op
     from monet_ilp.schedule import Schedule
 
 __all__ = ["P3Milp"]
+
+#: A run or a transfer: what a core (M9) or a link (M10) holds, one at a time.
+Slot = TypeVar("Slot", RunSlot, TransferSlot)
+
+#: A linear term of a row: a column, an expression, or a constant (PuLP is untyped).
+Term: TypeAlias = "pulp.LpVariable | pulp.LpAffineExpression | int"
 
 
 class P3Milp:
@@ -65,14 +75,17 @@ class P3Milp:
         self.copies_of: dict[int, list[CopySlot]] = {}
         self.run_copies: dict[int, list[CopySlot]] = {}
         self.transfer_copy: dict[int, CopySlot] = {}
-        self.pin: dict[tuple[int, str], Any] = {}
-        self.reads: dict[tuple[int, int], dict[tuple[int, str], Any]] = {}
-        self.sources: dict[int, dict[tuple[int, str], Any]] = {}
+        self.pin: dict[tuple[int, str], pulp.LpVariable] = {}
+        self.reads: dict[tuple[int, int], dict[tuple[int, str], pulp.LpVariable]] = {}
+        self.sources: dict[int, dict[tuple[int, str], pulp.LpVariable]] = {}
         self.binding: tuple[str, ...] = ()
-        self.core_order: dict[tuple[int, int], Any] = {}  # (run a, run b) -> "a before b"
-        self.lambdas: list[tuple[Any, Any]] = []  # (lam, expr): lam >= expr (M11f)
+        # (run a, run b) -> "a before b": an order binary, or 0 / 1 when the order is fixed
+        self.core_order: dict[tuple[int, int], pulp.LpVariable | int] = {}
+        # (lam, expr): lam >= expr (M11f)
+        self.lambdas: list[tuple[pulp.LpVariable, pulp.LpAffineExpression]] = []
         self.symmetries: list[Symmetry] = []
-        self.static = None
+        self.impossible: list[RunSlot | TransferSlot] = []
+        self.static: pulp.LpVariable | None = None
         self.contradiction = ""
         self.makespan = self.problem.add_variable("makespan", 0, self.H, pulp.LpInteger)
         self._hazards: dict[int, set[int]] = {v.index: set() for v in data.ops}
@@ -120,11 +133,11 @@ class P3Milp:
         return (f"{where}; {self.problem.numConstraints():,} rows, "
                 f"{self.problem.numVariables():,} columns")
 
-    def _binary(self, name: str):
+    def _binary(self, name: str) -> pulp.LpVariable:
         self._check()
         return self.problem.add_variable(name, cat=pulp.LpBinary)
 
-    def _add(self, constraint, name: str) -> None:
+    def _add(self, constraint: pulp.LpConstraint | bool, name: str) -> None:
         self._check()
         if isinstance(constraint, bool):  # every term is constant
             if not constraint:
@@ -132,7 +145,7 @@ class P3Milp:
             return
         self.problem.addConstraint(constraint, name)
 
-    def _hazard_readers(self, op) -> list[int]:
+    def _hazard_readers(self, op: P3Op) -> list[int]:
         """K6: the ops other than ``op`` that read a persistent tensor ``op`` updates."""
         if not op.updates:
             return []
@@ -191,28 +204,32 @@ class P3Milp:
 
     def _copy_variables(self) -> None:
         """X5: the copies of each item (input, one per run of its producer, one per transfer)."""
-        data, H = self.data, self.H
+        data = self.data
         for item in data.items:
-            copies = []
-
-            def add(kind: str, memories, **kw) -> CopySlot:
-                q = len(self.copies)
-                free = self.problem.add_variable(f"f_{q}", 0, H, pulp.LpInteger)
-                copy = CopySlot(q, item.index, kind, tuple(memories), free, **kw)
-                self.copies.append(copy)
-                copies.append(copy)
-                return copy
-
+            copies: list[CopySlot] = []
             if item.producer is None:
-                add("input", (data.input_home,), home=data.input_home)
+                self._add_copy(item, copies, "input", (data.input_home,), home=data.input_home)
             else:
                 for run in self.runs_of[item.producer]:
-                    copy = add("run", run.memories, run=run)
+                    copy = self._add_copy(item, copies, "run", run.memories, run=run)
                     self.run_copies.setdefault(run.index, []).append(copy)
             for x in self.transfers:
                 if x.item == item.index:
-                    self.transfer_copy[x.index] = add("transfer", (x.dst,), transfer=x)
+                    self.transfer_copy[x.index] = self._add_copy(item, copies, "transfer",
+                                                                 (x.dst,), transfer=x)
             self.copies_of[item.index] = copies
+
+    def _add_copy(self, item: P3Item, copies: list[CopySlot], kind: CopyKind,
+                  memories: Iterable[str], *, run: RunSlot | None = None,
+                  transfer: TransferSlot | None = None, home: str | None = None) -> CopySlot:
+        """A new copy of ``item`` (its free time a column), added to the model and ``copies``."""
+        q = len(self.copies)
+        free = self.problem.add_variable(f"f_{q}", 0, self.H, pulp.LpInteger)
+        copy = CopySlot(q, item.index, kind, tuple(memories), free, run=run, transfer=transfer,
+                        home=home)
+        self.copies.append(copy)
+        copies.append(copy)
+        return copy
 
     def _windows(self) -> None:
         """W1: earliest and latest starts of runs and transfers, and the strict orders they imply.
@@ -277,9 +294,10 @@ class P3Milp:
             x.est = 0 if p is None else head[p] + self.dmin[p]
             x.lst = H - x.dmin - reader_min[x.item]
         self.impossible = []  # optional parts whose window is empty: never present
-        for thing in self.runs + self.transfers:
+        things: list[RunSlot | TransferSlot] = [*self.runs, *self.transfers]
+        for thing in things:
             if thing.lst < thing.est:
-                if thing.mandatory:
+                if isinstance(thing, RunSlot) and thing.mandatory:  # a transfer never is
                     self.contradiction = (f"op {data.ops[thing.op].id!r} cannot run within the "
                                           f"horizon of {H} cycles")
                 else:
@@ -293,7 +311,7 @@ class P3Milp:
             first = runs[0]
             self._add(first.present == 1, f"M1a_{first.op}")
             first.start.lowBound, first.start.upBound = first.est, first.lst
-            for prev, run in zip(runs, runs[1:]):
+            for prev, run in itertools.pairwise(runs):
                 self._add(run.present <= prev.present, f"M1b_{run.op}_{run.number}")
                 if self.recompute_after_first:  # M1c'
                     self._add(run.start >= prev.end - prev.lft * (1 - run.present),
@@ -316,10 +334,10 @@ class P3Milp:
     def _pin_constraints(self) -> None:
         """M2: one SRAM per pin; the variant a run uses is the one its pins imply (E2 duration)."""
         data = self.data
-        for p in data.persistent:
-            pins = [self.pin[(p.index, m)] for m in p.pin_memories]
+        for tensor in data.persistent:
+            pins = [self.pin[(tensor.index, m)] for m in tensor.pin_memories]
             if len(pins) > 1:
-                self._add(pulp.lpSum(pins) <= 1, f"M2a_{p.index}")
+                self._add(pulp.lpSum(pins) <= 1, f"M2a_{tensor.index}")
         for run in self.runs:
             op = data.ops[run.op]
             if not op.persistent_reads or data.persistent_home is None:
@@ -443,7 +461,7 @@ class P3Milp:
                 for run in self.runs_of[u]:  # an absent run ends at 0 (M1d)
                     self._add(first.start >= run.end, f"M8b_{op.index}_{run.index}")
 
-    def _fixed_order(self, a, b) -> bool:
+    def _fixed_order(self, a: Slot, b: Slot) -> bool:
         """W2: True when a starts strictly before b whenever both use one resource."""
         if isinstance(a, TransferSlot):
             return (a.item, a.dst) == (b.item, b.dst) and a.number < b.number and b.dmin >= 1
@@ -455,58 +473,60 @@ class P3Milp:
             return True
         return b.op in self._hazards[a.op]  # M8b: an in-place update waits for every reader
 
-    def _disjunctive(self, a, b, shared: list[str], on, tag: str) -> None:
+    def _disjunctive(self, a: Slot, b: Slot, shared: list[str],
+                     on: Callable[[Slot, str], pulp.LpAffineExpression], tag: str) -> None:
         """M9/M10: a and b do not overlap on any resource both use (an order binary)."""
         if a.mandatory and b.mandatory and (a.lft <= b.est or b.lft <= a.est):
             if tag == "9":
                 self.core_order[(a.index, b.index)] = int(a.lft <= b.est)
             return  # their windows do not meet
+        fixed: tuple[Slot, Slot] | None = None  # (first, second) when the order is fixed
         if self._fixed_order(a, b):
-            first, second = a, b
+            fixed = (a, b)
         elif self._fixed_order(b, a):
-            first, second = b, a
-        else:
-            first = second = None
-        o = None if first is not None else self._binary(f"o{tag}_{a.index}_{b.index}")
-        if tag == "9":  # "a before b" on a shared core, for M11's run pairs
-            self.core_order[(a.index, b.index)] = o if o is not None else int(first is a)
+            fixed = (b, a)
+        if fixed is not None:
+            first, second = fixed
+            if tag == "9":  # "a before b" on a shared core, for M11's run pairs
+                self.core_order[(a.index, b.index)] = int(first is a)
+            big = max(0, first.lft - second.low)
+            for r in shared:
+                both = 2 - on(a, r) - on(b, r)
+                if big:
+                    self._add(second.start >= first.end - big * both,
+                              f"M{tag}a_{a.index}_{b.index}_{r}")
+            return
+        o = self._binary(f"o{tag}_{a.index}_{b.index}")
+        if tag == "9":
+            self.core_order[(a.index, b.index)] = o
         for r in shared:
             both = 2 - on(a, r) - on(b, r)
             name = f"{a.index}_{b.index}_{r}"
-            if first is not None:
-                big = max(0, first.lft - second.low)
-                if big:
-                    self._add(second.start >= first.end - big * both, f"M{tag}a_{name}")
-                continue
             big_ab, big_ba = max(0, a.lft - b.low), max(0, b.lft - a.low)
             self._add(b.start >= a.end - big_ab * (1 - o) - big_ab * both, f"M{tag}b_{name}")
             self._add(a.start >= b.end - big_ba * o - big_ba * both, f"M{tag}c_{name}")
 
     def _core_constraints(self) -> None:
         """M9 (K5): runs on one core do not overlap."""
-        data = self.data
-        on = lambda run, c: run.on(c)
         for a_pos, a in enumerate(self.runs):
             self._pos = (a_pos, len(self.runs))
             for b in self.runs[a_pos + 1:]:
                 self._check()
                 shared = [c for c in a.cores if c in b.cores]
                 if shared:
-                    self._disjunctive(a, b, shared, on, "9")
-        del data
+                    self._disjunctive(a, b, shared, RunSlot.on, "9")
 
     def _link_constraints(self) -> None:
         """M10 (K5): transfers on one link do not overlap."""
-        on = lambda x, link: x.on_link(link)
         for a_pos, a in enumerate(self.transfers):
             self._pos = (a_pos, len(self.transfers))
             for b in self.transfers[a_pos + 1:]:
                 self._check()
                 shared = [link for link in a.links if link in b.links]
                 if shared:
-                    self._disjunctive(a, b, shared, on, "10")
+                    self._disjunctive(a, b, shared, TransferSlot.on_link, "10")
 
-    def _pinned_bytes(self, m: str):
+    def _pinned_bytes(self, m: str) -> tuple[pulp.LpAffineExpression | int, int]:
         """What persistent tensors hold in memory m all iteration (E1.5): expression, most."""
         data = self.data
         if data.persistent_home is None:
@@ -538,7 +558,7 @@ class P3Milp:
         self.binding = tuple(binding)
         if not binding:
             return
-        counted: dict[tuple[int, str], list[tuple[int, Any]]] = {}  # (event copy, m) -> terms
+        counted: dict[tuple[int, str], list[tuple[int, Term]]] = {}  # (event copy, m) -> terms
         for a_pos, q1 in enumerate(self.copies):
             self._pos = (a_pos, len(self.copies))
             for q2 in self.copies[a_pos + 1:]:
@@ -588,7 +608,7 @@ class P3Milp:
                 self._add(size * q.present_in(m) + held + pulp.lpSum(b * t for b, t in terms)
                           <= cap + (most - cap) * (1 - q.present_in(m)), f"M11g_{q.index}_{mi}")
 
-    def _term(self, other: CopySlot, m: str, flag, name: str):
+    def _term(self, other: CopySlot, m: str, flag: Term, name: str) -> Term:
         """``flag`` if ``other`` can only be in m, else a variable that is 1 when ``flag`` and
         ``other`` is in m (M11f); an absent copy can always be put 'gone before'."""
         if other.fixed_memory:
@@ -599,10 +619,10 @@ class P3Milp:
         self.lambdas.append((lam, expr))
         return lam
 
-    def _run_order(self, q1: CopySlot, q2: CopySlot, shared: list[str]):
+    def _run_order(self, q1: CopySlot, q2: CopySlot, shared: list[str]) -> Term | None:
         """"q1's run before q2's" from the core order (M9) when both are run copies, every
         shared memory belongs to one core, and no run is empty (else None)."""
-        if q1.kind != "run" or q2.kind != "run" or q1.run.dmin < 1 or q2.run.dmin < 1:
+        if q1.run is None or q2.run is None or q1.run.dmin < 1 or q2.run.dmin < 1:
             return None
         cores_of = {m: [c for c in self.data.cores if self.data.memory_of[c] == m] for m in shared}
         if any(len(cores) != 1 for cores in cores_of.values()):
@@ -614,7 +634,8 @@ class P3Milp:
             return 1 - self.core_order[(b, a)]
         return None
 
-    def _run_pair(self, q1: CopySlot, q2: CopySlot, shared: list[str], order, counted) -> None:
+    def _run_pair(self, q1: CopySlot, q2: CopySlot, shared: list[str], order: Term,
+                  counted: dict[tuple[int, str], list[tuple[int, Term]]]) -> None:
         """M11 for two run copies on one core: the core order (M9) says which arrives first,
         so only 'gone before the other arrives' needs a binary per direction (G12, G21)."""
         data, H = self.data, self.H
@@ -640,7 +661,8 @@ class P3Milp:
         for x in self.transfers:
             self._add(M >= x.end, f"M12b_{x.index}")
         for op in data.ops:  # M12c: some run of the producer ends before a reader starts
-            for p in sorted({data.items[i].producer for i in op.reads} - {None}):
+            for p in sorted({maker for i in op.reads
+                             if (maker := data.items[i].producer) is not None}):
                 first, producer = self.runs_of[op.index][0], self.runs_of[p][0]
                 self._add(first.start >= producer.start + self.dmin[p], f"M12c_{op.index}_{p}")
         for c in data.cores:  # M12d: one run at a time on each core
@@ -703,8 +725,12 @@ class P3Milp:
         if not runs:
             return schedule
         order = {c: k for k, c in enumerate(self.data.cores)}
-        g = min(self.symmetries, key=lambda g: order.get(g.core.get(runs[0].core), 0))
-        return g.apply(schedule)
+
+        def rank(g: Symmetry) -> int:  # the place of the first run's core's image
+            image = g.core.get(runs[0].core)
+            return 0 if image is None else order.get(image, 0)
+
+        return min(self.symmetries, key=rank).apply(schedule)
 
     def _objective(self) -> None:
         """O1 latency, O2 energy (M13: the static term floored exactly), O3 weighted."""
@@ -752,24 +778,24 @@ class P3Milp:
         """The solver's values, rounded (X1-X6)."""
         sol = Solution()
         for run in self.runs:
-            chosen = [key for key, z in run.z.items() if is_on(z)]
-            if chosen:
-                c, pinned = chosen[0]
-                sol.runs[run.index] = (c, pinned, int(round(value_of(run.start))))
+            variants = [key for key, z in run.z.items() if is_on(z)]
+            if variants:
+                c, pinned = variants[0]
+                sol.runs[run.index] = (c, pinned, round(value_of(run.start)))
         for x in self.transfers:
-            chosen = [r for r, w in x.w.items() if is_on(w)]
-            if chosen:
-                sol.transfers[x.index] = (chosen[0], int(round(value_of(x.start))))
+            routes = [r for r, w in x.w.items() if is_on(w)]
+            if routes:
+                sol.transfers[x.index] = (routes[0], round(value_of(x.start)))
         for q in self.copies:
-            sol.frees[q.index] = int(round(value_of(q.free)))
-        for (run, i), choice in self.reads.items():
-            for (q, _), y in choice.items():
+            sol.frees[q.index] = round(value_of(q.free))
+        for (r, i), choice in self.reads.items():
+            for (copy, _), y in choice.items():
                 if is_on(y):
-                    sol.reads[(run, i)] = q
-        for x, choice in self.sources.items():
-            for (q, _), y in choice.items():
+                    sol.reads[(r, i)] = copy
+        for t, choice in self.sources.items():
+            for (copy, _), y in choice.items():
                 if is_on(y):
-                    sol.sources[x] = q
+                    sol.sources[t] = copy
         sol.pins = [(p, m) for (p, m), x in self.pin.items() if is_on(x)]
         return sol
 
@@ -799,12 +825,12 @@ class P3Milp:
 
     def _copy_memory(self, q: CopySlot, sol: Solution) -> str | None:
         """Where copy q is in the solution (None: it does not exist)."""
-        if q.kind == "input":
-            return q.home
-        if q.kind == "run":
+        if q.run is not None:
             got = sol.runs.get(q.run.index)
             return None if got is None else self.data.memory_of[got[0]]
-        return q.transfer.dst if q.transfer.index in sol.transfers else None
+        if q.transfer is not None:
+            return q.transfer.dst if q.transfer.index in sol.transfers else None
+        return q.home
 
     def schedule(self, sol: Solution, meta: dict[str, Any]) -> tuple[Schedule, dict[str, Any]]:
         """The timed schedule of a (pruned) solution; every copy is freed at its free time,

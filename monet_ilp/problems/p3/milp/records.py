@@ -8,13 +8,23 @@ Slots are compared by identity (their fields hold solver columns).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Literal, final
 
 import pulp
 
-__all__ = ["CopySlot", "RunSlot", "Solution", "TransferSlot", "is_on", "value_of"]
+if TYPE_CHECKING:
+    from monet_ilp.problems.p3.data import P3Route
+
+__all__ = ["CopyKind", "CopySlot", "RunSlot", "Solution", "TransferSlot", "is_on", "value_of"]
+
+# PuLP ships no type information: mypy reads ``pulp.LpVariable`` (a column) and
+# ``pulp.LpAffineExpression`` (a linear expression) as untyped; the annotations say which.
+
+#: What made a copy: a graph input (in its home memory), a run, or a transfer.
+CopyKind = Literal["input", "run", "transfer"]
 
 
+@final
 @dataclass(eq=False)  # compared by identity: fields hold solver columns
 class RunSlot:
     """X1, X2: run ``number`` of op ``op``; ``z[(core, pinned)]`` chooses core and variant."""
@@ -22,8 +32,8 @@ class RunSlot:
     index: int
     op: int
     number: int
-    start: Any
-    z: dict[tuple[str, bool], Any]
+    start: pulp.LpVariable
+    z: dict[tuple[str, bool], pulp.LpVariable]
     cycles: dict[tuple[str, bool], int]
     energy: dict[tuple[str, bool], int]
     memory_of: dict[str, str]
@@ -43,21 +53,21 @@ class RunSlot:
         return tuple(dict.fromkeys(self.memory_of[c] for c in self.cores))
 
     @property
-    def present(self):
+    def present(self) -> pulp.LpAffineExpression:
         return pulp.lpSum(self.z.values())
 
     @property
-    def duration(self):
+    def duration(self) -> pulp.LpAffineExpression:
         return pulp.lpSum(self.cycles[key] * z for key, z in self.z.items())
 
     @property
-    def end(self):
+    def end(self) -> pulp.LpAffineExpression:
         return self.start + self.duration
 
-    def on(self, core: str):
+    def on(self, core: str) -> pulp.LpAffineExpression:
         return pulp.lpSum(z for (c, _), z in self.z.items() if c == core)
 
-    def in_memory(self, memory: str):
+    def in_memory(self, memory: str) -> pulp.LpAffineExpression:
         return pulp.lpSum(z for (c, _), z in self.z.items() if self.memory_of[c] == memory)
 
     @property
@@ -73,6 +83,7 @@ class RunSlot:
         return self.est if self.mandatory else 0
 
 
+@final
 @dataclass(eq=False)  # compared by identity: fields hold solver columns
 class TransferSlot:
     """X4: transfer ``number`` of item ``item`` into ``dst``; ``w[r]`` chooses route ``r``."""
@@ -81,24 +92,24 @@ class TransferSlot:
     item: int
     dst: str
     number: int
-    start: Any
-    w: dict[int, Any]
-    routes: dict[int, Any]  # route index -> P3Route
+    start: pulp.LpVariable
+    w: dict[int, pulp.LpVariable]
+    routes: dict[int, P3Route]  # route index -> route
     est: int = 0
     lst: int = 0
 
     mandatory = False
 
     @property
-    def present(self):
+    def present(self) -> pulp.LpAffineExpression:
         return pulp.lpSum(self.w.values())
 
     @property
-    def duration(self):
+    def duration(self) -> pulp.LpAffineExpression:
         return pulp.lpSum(self.routes[r].cycles * w for r, w in self.w.items())
 
     @property
-    def end(self):
+    def end(self) -> pulp.LpAffineExpression:
         return self.start + self.duration
 
     @property
@@ -109,10 +120,10 @@ class TransferSlot:
     def sources(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(route.src for route in self.routes.values()))
 
-    def on_link(self, link: str):
+    def on_link(self, link: str) -> pulp.LpAffineExpression:
         return pulp.lpSum(w for r, w in self.w.items() if self.routes[r].link == link)
 
-    def from_memory(self, memory: str):
+    def from_memory(self, memory: str) -> pulp.LpAffineExpression:
         return pulp.lpSum(w for r, w in self.w.items() if self.routes[r].src == memory)
 
     @property
@@ -130,39 +141,51 @@ class TransferSlot:
 
 @dataclass(eq=False)  # compared by identity: fields hold solver columns
 class CopySlot:
-    """X5: a copy of an item (graph input, run copy or transfer copy) and its free time."""
+    """X5: a copy of an item (graph input, run copy or transfer copy) and its free time.
+
+    Exactly one of ``home`` (an input's), ``run`` and ``transfer`` is set, as ``kind`` says.
+    """
 
     index: int
     item: int
-    kind: str  # "input" | "run" | "transfer"
+    kind: CopyKind
     memories: tuple[str, ...]
-    free: Any
+    free: pulp.LpVariable
     run: RunSlot | None = None
     transfer: TransferSlot | None = None
     home: str | None = None  # the input's memory
 
-    @property
-    def owner(self):
-        return self.run if self.kind == "run" else self.transfer
+    def __post_init__(self) -> None:
+        made_by = {"input": self.home, "run": self.run, "transfer": self.transfer}
+        if [k for k, v in made_by.items() if v is not None] != [self.kind]:
+            raise ValueError(f"a copy of kind {self.kind!r} needs exactly its own origin")
 
-    def present_in(self, memory: str):
-        if self.kind == "input":
-            return 1 if memory == self.home else 0
-        if self.kind == "run":
+    @property
+    def owner(self) -> RunSlot | TransferSlot | None:
+        """The run or transfer that makes the copy (None: a graph input's)."""
+        return self.run if self.run is not None else self.transfer
+
+    def present_in(self, memory: str) -> pulp.LpAffineExpression | int:
+        if self.run is not None:
             return self.run.in_memory(memory)
-        return self.transfer.present if memory == self.transfer.dst else 0
+        if self.transfer is not None:
+            return self.transfer.present if memory == self.transfer.dst else 0
+        return 1 if memory == self.home else 0
 
     @property
-    def present(self):
-        return 1 if self.kind == "input" else self.owner.present
+    def present(self) -> pulp.LpAffineExpression | int:
+        owner = self.owner
+        return 1 if owner is None else owner.present
 
     @property
-    def alloc(self):
-        return 0 if self.kind == "input" else self.owner.start
+    def alloc(self) -> pulp.LpVariable | int:
+        owner = self.owner
+        return 0 if owner is None else owner.start
 
     @property
-    def ready(self):
-        return 0 if self.kind == "input" else self.owner.end
+    def ready(self) -> pulp.LpAffineExpression | int:
+        owner = self.owner
+        return 0 if owner is None else owner.end
 
     @property
     def fixed_memory(self) -> bool:
@@ -170,15 +193,18 @@ class CopySlot:
 
     @property
     def alloc_low(self) -> int:  # the least alloc, present or not
-        return 0 if self.kind == "input" else self.owner.low
+        owner = self.owner
+        return 0 if owner is None else owner.low
 
     @property
     def alloc_high(self) -> int:
-        return 0 if self.kind == "input" else self.owner.lst
+        owner = self.owner
+        return 0 if owner is None else owner.lst
 
     @property
     def ready_high(self) -> int:
-        return 0 if self.kind == "input" else self.owner.lft
+        owner = self.owner
+        return 0 if owner is None else owner.lft
 
 
 @dataclass
@@ -193,10 +219,12 @@ class Solution:
     pins: list[tuple[int, str]] = field(default_factory=list)
 
 
-def value_of(x) -> float:
+def value_of(x: pulp.LpVariable | pulp.LpAffineExpression | float) -> float:
+    """The solver's value of a column or expression (0 when it has none)."""
     v = pulp.value(x)
     return 0.0 if v is None else float(v)
 
 
-def is_on(x) -> bool:
+def is_on(x: pulp.LpVariable | pulp.LpAffineExpression | float) -> bool:
+    """Whether a binary is 1 in the solver's values."""
     return value_of(x) > 0.5

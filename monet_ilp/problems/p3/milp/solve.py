@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines import default_workers
@@ -57,7 +59,7 @@ def _baseline(instance: Instance) -> list[Schedule]:
 # ====================================================================== solving
 def _solve(problem: pulp.LpProblem, solver: str, *, relax: bool, threads: int,
            deadline: Deadline, start: dict[str, float] | None, msg: bool,
-           gap_abs: float, stop_at=None) -> SolverRun:
+           gap_abs: float, stop_at: Callable[[float], bool] | None = None) -> SolverRun:
     """Solve the model (its LP relaxation with ``relax``) with HiGHS or CBC by ``deadline``.
 
     Raises :class:`OutOfTime` when the deadline passes before the solver starts.
@@ -210,7 +212,7 @@ def solve_p3_milp(
         candidates += [(s.meta.get("heuristic", "baseline"), s) for s in _baseline(instance)]
     floor = combinatorial_bound(instance)
     bounds: list[float] = []
-    lp_bound = None
+    lp_bound: float | None = None
 
     def fallback(reason: str) -> BackendResult:
         """The best schedule known when the solver has none: the best verified candidate."""
@@ -228,9 +230,8 @@ def solve_p3_milp(
 
     # W1: a schedule of the model bounds the makespan of any better one, so each
     # better schedule found rebuilds the model with a shorter horizon (tighter big-Ms).
-    model_options = {"recompute_after_first": after_first, "deadline": deadline}
     try:
-        built = P3Milp(data, **model_options)
+        built = P3Milp(data, recompute_after_first=after_first, deadline=deadline)
     except OutOfTime as stop:
         stats["stopped"] = str(stop)
         return fallback(str(stop))
@@ -240,7 +241,7 @@ def solve_p3_milp(
         stats["export"] = str(export_problem(built.problem, export))
     if built.contradiction:
         return infeasible(built.contradiction)
-    best: dict[str, Any] | None = None  # value (MILP units), schedule, claimed value
+    best: Incumbent | None = None
     try:
         for source, candidate in candidates:
             if start_values(built, candidate) is not None:
@@ -249,7 +250,7 @@ def solve_p3_milp(
     except OutOfTime as stop:
         stats["stopped"] = str(stop)
         return fallback(str(stop))
-    stats["warm_start"] = None if best is None else best["source"]
+    stats["warm_start"] = None if best is None else best.source
     integral = all(float(w).is_integer() for w in built.weights)
     gap_abs = INTEGER_GAP if integral else 1e-9
     rounds = 0
@@ -257,17 +258,18 @@ def solve_p3_milp(
     stopped: OutOfTime | None = None
     while True:
         try:
-            horizon = None if best is None else _horizon_of(data, built, best["milp"])
+            horizon = None if best is None else _horizon_of(data, built, best.milp)
             if horizon is not None and horizon < built.H:
-                built = P3Milp(data, horizon=horizon, **model_options)
-            start = start_values(built, best["schedule"]) if best is not None else None
+                built = P3Milp(data, horizon=horizon, recompute_after_first=after_first,
+                               deadline=deadline)
+            start = start_values(built, best.schedule) if best is not None else None
             if rounds == 0:
                 stats.update(built.size(), build_s=round(built.build_seconds, 3),
                              binding_memories=list(built.binding))
                 lp = _solve(built.problem, solver_name, relax=True, threads=threads,
                             deadline=deadline, start=None, msg=msg, gap_abs=gap_abs)
                 stats["lp_s"] = round(lp.seconds, 3)
-                if lp.status == "optimal":
+                if lp.status == "optimal" and lp.objective is not None:  # (optimal: it has one)
                     lp_bound = lp.objective
                     scale = weighted_scale(data) if data.objective is Objective.WEIGHTED else 1
                     stats["lp_bound"] = lp_bound / scale  # in the objective's units
@@ -276,10 +278,10 @@ def solve_p3_milp(
             current = built.H
 
             def better(value: float, current: int = current, built: P3Milp = built,
-                       best: dict[str, Any] | None = best) -> bool:
+                       best: Incumbent | None = best) -> bool:
                 """A solution that shortens the horizon (then the round may be restarted, S1)."""
                 tighter = _horizon_of(data, built, value)
-                return (best is None or value < best["milp"] - 0.5) and (
+                return (best is None or value < best.milp - 0.5) and (
                     tighter is not None and tighter < current)
 
             run = _solve(built.problem, solver_name, relax=False, threads=threads,
@@ -299,34 +301,35 @@ def solve_p3_milp(
             break  # cannot happen: the incumbent is in the model
         if run.status in ("optimal", "feasible"):
             found = _incumbent(built, "milp")
-            if run.status == "optimal" and best is not None and found["milp"] > best["milp"] + 0.5:
-                return done(Status.ERROR, schedule=best["schedule"],
-                            objective=best["value"]["objective"],
-                            message=f"model bug: the MILP optimum {found['milp']} is worse "
-                                    f"than its warm start's {best['milp']}")
-            if best is None or found["milp"] <= best["milp"]:
+            if run.status == "optimal" and best is not None and found.milp > best.milp + 0.5:
+                return done(Status.ERROR, schedule=best.schedule,
+                            objective=best.value["objective"],
+                            message=f"model bug: the MILP optimum {found.milp} is worse "
+                                    f"than its warm start's {best.milp}")
+            if best is None or found.milp <= best.milp:
                 best = found
         if not (run.stopped and best is not None and deadline_left(deadline)):
             break
-    detail = str(stopped) if stopped is not None else run.detail
+    finished = run if stopped is None else None  # the solver run the rounds ended with
+    detail = str(stopped) if finished is None else finished.detail
     stats.update(milp_s=round(sum(r["s"] for r in stats.get("rounds", [])), 3),
-                 solver_status=detail, milp_objective=None if best is None else best["milp"],
+                 solver_status=detail, milp_objective=None if best is None else best.milp,
                  milp_bound=max(bounds) if bounds else None)
     if stopped is not None:
         stats["stopped"] = str(stopped)
     bound = _bound(data, max(bounds) if bounds else None, lp_bound, floor)
     if best is None:  # no schedule in the model: the best candidate outside it, if any
         return fallback(detail if stopped is not None else f"no schedule found ({detail})")
-    schedule, value = best["schedule"], best["value"]
-    source = "milp" if best["source"] == "milp" else f"hint:{best['source']}"
-    stats.update(solution=best["source"], recomputations=value["recomputations"],
+    schedule, value = best.schedule, best.value
+    source = "milp" if best.source == "milp" else f"hint:{best.source}"
+    stats.update(solution=best.source, recomputations=value["recomputations"],
                  transfers=value["transfers"], pins=len(schedule.pinned),
                  latency_cycles=value["latency_cycles"], energy_pj=value["energy_pj"])
-    if stopped is None and run.status == "optimal":
-        if run.objective is not None and abs(best["milp"] - run.objective) > 0.5:
+    if finished is not None and finished.status == "optimal":
+        if finished.objective is not None and abs(best.milp - finished.objective) > 0.5:
             return done(Status.ERROR, schedule=schedule, objective=value["objective"], bound=bound,
-                        message=f"model bug: the MILP optimum {run.objective} differs from its "
-                                f"schedule's {best['milp']}")
+                        message=f"model bug: the MILP optimum {finished.objective} differs from "
+                                f"its schedule's {best.milp}")
         return done(Status.OPTIMAL, schedule=schedule, objective=value["objective"],
                     bound=value["objective"], message=f"optimal ({limits})", source=source)
     if bound is not None:
@@ -347,14 +350,25 @@ def _timed(instance: Instance, schedule: Schedule | Sequence) -> Schedule:
     return schedule
 
 
-def _incumbent(built: P3Milp, source: str) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Incumbent:
+    """The best schedule so far: its value in the MILP's units, the schedule, the value the
+    schedule assembly claims (objective, latency, energy, moves) and where it came from."""
+
+    milp: float
+    schedule: Schedule
+    value: dict[str, Any]
+    source: str
+
+
+def _incumbent(built: P3Milp, source: str) -> Incumbent:
     """The schedule of the model's current values (a solver's, or a hint's), pruned, and its
     value in the MILP's units (w_L · latency + w_E · energy)."""
     schedule, value = built.schedule(built.prune(built.solution()),
                                      {"backend": "milp", "model": "p3_milp", "source": source})
     wl, we = built.weights
-    return {"milp": wl * value["latency_cycles"] + we * value["energy_pj"], "schedule": schedule,
-            "value": value, "source": source}
+    return Incumbent(wl * value["latency_cycles"] + we * value["energy_pj"], schedule, value,
+                     source)
 
 
 def _bound(data: P3Data, milp: float | None, lp: float | None,

@@ -10,10 +10,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import pulp
+
     from monet_ilp.problems.p3.milp.model import P3Milp
-    from monet_ilp.schedule import Schedule
+    from monet_ilp.schedule import OpRun, Schedule
 
 __all__ = ["Outside", "StartValues", "start_values"]
+
+#: A copy's life in a schedule: allocation, ready and free times, memory.
+Life = tuple[int, int, int, str]
 
 
 def start_values(model: P3Milp, schedule: Schedule) -> dict[str, float] | None:
@@ -43,7 +48,8 @@ class StartValues:
         self.schedule = schedule
         self.v: dict[str, float] = {}
 
-    def set(self, var, value) -> None:
+    def set(self, var: pulp.LpVariable | float | None, value: float) -> None:
+        """Give column ``var`` the value (constants and None are not columns)."""
         if var is not None and not isinstance(var, (int, float)):
             self.v[var.name] = float(value)
 
@@ -66,9 +72,9 @@ class StartValues:
             self.set(x, pinned_at.get(p) == mem)
         # runs (X1, X2)
         timed: dict[int, tuple[int, int, str]] = {}  # run -> start, end, memory
-        by_op: dict[int, list] = {}
-        for r in s.ops:
-            by_op.setdefault(op_index[r.op], []).append(r)
+        by_op: dict[int, list[OpRun]] = {}
+        for op_run in s.ops:
+            by_op.setdefault(op_index[op_run.op], []).append(op_run)
         for op in data.ops:
             given = sorted(by_op.get(op.index, []), key=lambda r: (r.start, r.end))
             if not given or len(given) > op.max_runs:
@@ -100,29 +106,29 @@ class StartValues:
             moves.setdefault((i, tr.dst), []).append((tr.start, tr.end, route))
         placed: dict[int, tuple[int, int, str, int]] = {}  # transfer -> start, end, dst, route
         slots = {(x.item, x.dst, x.number): x for x in m.transfers}
-        for (i, dst), given in moves.items():
-            for n, (start, end, route) in enumerate(given):
+        for (i, dst), moved in moves.items():
+            for n, (start, end, route) in enumerate(moved):
                 x = slots.get((i, dst, n))
                 if x is None or route not in x.w:
                     raise Outside
                 placed[x.index] = (start, end, dst, route)
         for x in m.transfers:
             got = placed.get(x.index)
-            for r, w in x.w.items():
-                self.set(w, got is not None and got[3] == r)
+            for route_index, w in x.w.items():
+                self.set(w, got is not None and got[3] == route_index)
             self.set(x.start, got[0] if got else 0)
         # copies (X5): alloc, ready, memory, free (the first free at or after the alloc)
         frees: dict[tuple[str, str], list[int]] = {}
         for f in s.frees:
             frees.setdefault((f.tensor, f.memory), []).append(f.time)
         makespan = s.makespan
-        life: dict[int, tuple[int, int, int, str]] = {}
+        life: dict[int, Life] = {}
         for q in m.copies:
-            if q.kind == "input":
+            if q.home is not None:  # a graph input's copy
                 alloc, ready, mem = 0, 0, q.home
-            elif q.kind == "run" and q.run.index in timed:
+            elif q.run is not None and q.run.index in timed:
                 alloc, ready, mem = timed[q.run.index]
-            elif q.kind == "transfer" and q.transfer.index in placed:
+            elif q.transfer is not None and q.transfer.index in placed:
                 alloc, ready, mem, _ = placed[q.transfer.index]
             else:
                 self.set(q.free, 0)
@@ -135,25 +141,25 @@ class StartValues:
             life[q.index] = (alloc, ready, free, mem)
             self.set(q.free, free)
         # reads and sources (X6)
-        for (r, _), choice in m.reads.items():
-            pick = None
-            if r in timed:
-                st, en, mem = timed[r]
+        for (reader, _), choice in m.reads.items():
+            pick: tuple[int, str] | None = None  # (copy, memory)
+            if reader in timed:
+                st, en, mem = timed[reader]
                 pick = next(key for key in choice if key[1] == mem and key[0] in life
                             and life[key[0]][3] == mem and life[key[0]][1] <= st
                             and life[key[0]][2] >= en)
-            for key, y in choice.items():
-                self.set(y, key == pick)
-        for x, choice in m.sources.items():
+            for option, y in choice.items():
+                self.set(y, option == pick)
+        for transfer, choice in m.sources.items():
             pick = None
-            if x in placed:
-                st, en, _, route = placed[x]
-                src = m.transfers[x].routes[route].src
+            if transfer in placed:
+                st, en, _, route = placed[transfer]
+                src = m.transfers[transfer].routes[route].src
                 pick = next(key for key in choice if key[1] == src and key[0] in life
                             and life[key[0]][3] == src and life[key[0]][1] <= st
                             and life[key[0]][2] >= en)
-            for key, y in choice.items():
-                self.set(y, key == pick)
+            for option, y in choice.items():
+                self.set(y, option == pick)
         # order binaries (X7) from the times, and the makespan (X8)
         layers = sorted({op.layer for op in data.ops if op.layer})
         for var in m.problem.variables():
@@ -174,10 +180,7 @@ class StartValues:
                 b_here = b in life and life[b][3] == mem
                 self.set(var, not a_here or (b_here and life[a][2] <= life[b][0]))
             elif tag in ("mB12", "mB21", "mC12"):
-                la, lb = life.get(int(parts[1])), life.get(int(parts[2]))
-                b12 = la is None or (lb is not None and la[2] <= lb[0])
-                b21 = not b12 and (lb is None or lb[2] <= la[0])
-                c12 = not b12 and not b21 and la[0] <= lb[0]
+                b12, b21, c12 = _memory_order(life.get(int(parts[1])), life.get(int(parts[2])))
                 self.set(var, {"mB12": b12, "mB21": b21, "mC12": c12}[tag])
             elif tag in ("mG12", "mG21"):
                 la, lb = life.get(int(parts[1])), life.get(int(parts[2]))
@@ -194,3 +197,13 @@ class StartValues:
         if m.static is not None:
             self.set(m.static, data.static_pj(makespan))
         return self.v
+
+
+def _memory_order(la: Life | None, lb: Life | None) -> tuple[bool, bool, bool]:
+    """M11's B12, B21 and C12 for the lives of copies q1 and q2 (None: absent): q1 gone
+    before q2 arrives, else q2 gone before q1 arrives, else whether q1 arrives first."""
+    if la is None or (lb is not None and la[2] <= lb[0]):
+        return True, False, False
+    if lb is None or lb[2] <= la[0]:
+        return False, True, False
+    return False, False, la[0] <= lb[0]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
 
 if TYPE_CHECKING:
+    from monet_ilp.instance import LinkSpec
     from monet_ilp.problems.p3.data import P3Data
 
 __all__ = ["Symmetry", "core_automorphisms"]
@@ -27,8 +28,12 @@ class Symmetry:
     memory: dict[str, str]
     link: dict[str, str]
 
+    def mem(self, memory: str) -> str:
+        """The image of a memory (a memory no core owns maps onto itself)."""
+        return self.memory.get(memory, memory)
+
     def apply(self, schedule: Schedule) -> Schedule:
-        mem = lambda m: self.memory.get(m, m)
+        mem = self.mem
         return Schedule(
             tuple(sorted(OpRun(r.start, r.end, r.op, r.instance, self.core[r.core])
                          for r in schedule.ops)),
@@ -49,33 +54,38 @@ def core_automorphisms(data: P3Data) -> list[Symmetry]:
         return []
     inst = data.instance
     mem = {m.id: m for m in inst.memories}
-    sig_mem = lambda m: (mem[m].capacity_bytes, mem[m].read_fj_per_byte,
-                         mem[m].write_fj_per_byte, mem[m].kind)
-    sig_link = lambda k: (k.bandwidth_num, k.bandwidth_den, k.latency_cycles,
-                          k.fj_per_byte)
+
+    def sig_mem(m: str) -> tuple[int, int, int, str]:
+        return (mem[m].capacity_bytes, mem[m].read_fj_per_byte, mem[m].write_fj_per_byte,
+                mem[m].kind)
+
+    def sig_link(k: LinkSpec) -> tuple[int, int, int, int]:
+        return (k.bandwidth_num, k.bandwidth_den, k.latency_cycles, k.fj_per_byte)
+
     tables = [(op.cycles, op.energy_pj, op.pinned_cycles, op.pinned_energy_pj) for op in data.ops]
     found = []
     for perm in itertools.permutations(cores):
-        g = dict(zip(cores, perm))
+        g = dict(zip(cores, perm, strict=True))
         mu = {data.memory_of[c]: data.memory_of[g[c]] for c in cores}
-        image = lambda m: mu.get(m, m)
         if any(sig_mem(a) != sig_mem(b) for a, b in mu.items()):
             continue
         if any(table.get(c) != table.get(g[c])
                for group in tables for table in group for c in cores):
             continue
-        if any(sorted(map(image, p.pin_memories)) != sorted(p.pin_memories)
+        candidate = Symmetry(g, mu, {})
+        if any(sorted(map(candidate.mem, p.pin_memories)) != sorted(p.pin_memories)
                for p in data.persistent):
             continue
-        links, free = {}, list(inst.links)
+        links: dict[str, str] = {}
+        free = list(inst.links)
         for link in inst.links:
-            ends = sorted(map(image, link.endpoints))
+            ends = sorted(map(candidate.mem, link.endpoints))
             match = next((k for k in free if sorted(k.endpoints) == ends
                           and sig_link(k) == sig_link(link)), None)
             if match is None:
                 break
             links[link.id] = match.id
             free.remove(match)
-        if len(links) == len(inst.links) and image(data.input_home) == data.input_home:
+        if len(links) == len(inst.links) and candidate.mem(data.input_home) == data.input_home:
             found.append(Symmetry(g, mu, links))
     return found
