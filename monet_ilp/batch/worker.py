@@ -62,9 +62,8 @@ def forked_main(payload: dict[str, Any], results: Connection, lifeline: Connecti
     os.dup2(log, 2)
     os.close(log)
     threading.Thread(target=_watch_lifeline, args=(lifeline,), daemon=True).start()
-    from monet_ilp.batch.job import (
-        run_job,  # heavy (the solver stack), and only once output is redirected
-    )
+    # heavy (the solver stack), and imported only once the output is redirected
+    from monet_ilp.batch.job import run_job
 
     outcome = run_job(payload, on_solving=lambda known: results.send(("solving", known)))
     results.send(("result", outcome))
@@ -87,9 +86,8 @@ def main() -> None:
         protocol.write(json.dumps(message, separators=(",", ":")) + "\n")
         protocol.flush()
 
-    from monet_ilp.batch.job import (
-        run_job,  # heavy (the solver stack), and only once output is redirected
-    )
+    # heavy (the solver stack), and imported only once the output is redirected
+    from monet_ilp.batch.job import run_job
 
     outcome = run_job(payload, on_solving=lambda known: emit({"event": "solving", **known}))
     emit({"event": "result", **outcome})
