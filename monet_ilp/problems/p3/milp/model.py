@@ -1,7 +1,7 @@
 """The disjunctive MILP of P3 (``formulations/p3_milp.md``): columns, rows, objective, values.
 
 :class:`P3Milp` builds the model of one :class:`~monet_ilp.problems.p3.data.P3Data`
-(X1-X8, W1, M1-M15, O1-O3), checking the deadline at every column, row and pair
+(P3M.X1-X8, P3M.W1, P3M.M1-M15, P3M.O1-O3), checking the deadline at every column, row and pair
 considered, and reads a solution back as a timed schedule.  It is a PuLP model, solved
 by the engines (:mod:`monet_ilp.engines.pulp_models`).
 """
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["P3Milp"]
 
-#: A run or a transfer: what a core (M9) or a link (M10) holds, one at a time.
+#: A run or a transfer: what a core (P3M.M9) or a link (P3M.M10) holds, one at a time.
 Slot = TypeVar("Slot", RunSlot, TransferSlot)
 
 #: A linear term of a row: a column, an expression, or a constant (PuLP is untyped).
@@ -52,10 +52,10 @@ Term: TypeAlias = "pulp.LpVariable | pulp.LpAffineExpression | int"
 class P3Milp:
     """The disjunctive MILP of ``formulations/p3_milp.md`` for one :class:`P3Data`.
 
-    ``horizon`` replaces ``data.horizon()`` as the bound on every time (W1): a model
-    with horizon ``H`` holds every schedule of K3 whose makespan is at most ``H``.
+    ``horizon`` replaces ``data.horizon()`` as the bound on every time (P3M.W1): a model
+    with horizon ``H`` holds every schedule of P3.K3 whose makespan is at most ``H``.
     ``recompute_after_first`` starts a recomputation only once the previous run has
-    ended (M1c'), the reading of K1 the CP-SAT model takes (its C2); by default runs are
+    ended (P3M.M1c'), the reading of P3.K1 the CP-SAT model takes (its P3C.C2); by default runs are
     only ordered by start, as the evaluator numbers them.
     """
 
@@ -81,7 +81,7 @@ class P3Milp:
         self.binding: tuple[str, ...] = ()
         # (run a, run b) -> "a before b": an order binary, or 0 / 1 when the order is fixed
         self.core_order: dict[tuple[int, int], pulp.LpVariable | int] = {}
-        # (lam, expr): lam >= expr (M11f)
+        # (lam, expr): lam >= expr (P3M.M11f)
         self.lambdas: list[tuple[pulp.LpVariable, pulp.LpAffineExpression]] = []
         self.symmetries: list[Symmetry] = []
         self.impossible: list[RunSlot | TransferSlot] = []
@@ -121,7 +121,7 @@ class P3Milp:
     def _check(self) -> None:
         """Stop building (:class:`OutOfTime`) once the deadline has passed; report progress.
 
-        Called for every column, row and pair considered: the pair loops (M5, M9-M11)
+        Called for every column, row and pair considered: the pair loops (P3M.M5, P3M.M9-M11)
         are quadratic, and a large model takes minutes (time_limits.md).
         """
         if self.deadline is not None:
@@ -146,7 +146,7 @@ class P3Milp:
         self.problem.addConstraint(constraint, name)
 
     def _hazard_readers(self, op: P3Op) -> list[int]:
-        """K6: the ops other than ``op`` that read a persistent tensor ``op`` updates."""
+        """P3.K6: the ops other than ``op`` that read a persistent tensor ``op`` updates."""
         if not op.updates:
             return []
         return [u.index for u in self.data.ops
@@ -154,7 +154,7 @@ class P3Milp:
 
     # ----------------------------------------------------------- variables
     def _run_variables(self) -> None:
-        """X1 z (core and variant of each run), X2 its start."""
+        """P3M.X1 z (core and variant of each run), P3M.X2 its start."""
         data, H = self.data, self.H
         for op in data.ops:
             runs = []
@@ -174,14 +174,14 @@ class P3Milp:
             self.runs_of.append(runs)
 
     def _pin_variables(self) -> None:
-        """X3: pin[p, m], persistent tensor p pinned in SRAM m for the whole iteration."""
+        """P3M.X3: pin[p, m], persistent tensor p pinned in SRAM m for the whole iteration."""
         for p in self.data.persistent:
             for m in p.pin_memories:
                 mi = self.data.memories.index(m)
                 self.pin[(p.index, m)] = self._binary(f"pin_{p.index}_{mi}")
 
     def _transfer_variables(self) -> None:
-        """X4: up to T transfers of each item into each memory, each on one route.
+        """P3M.X4: up to T transfers of each item into each memory, each on one route.
 
         An item nobody reads is never moved (such a move serves nothing).
         """
@@ -203,7 +203,7 @@ class P3Milp:
                                                     routes))
 
     def _copy_variables(self) -> None:
-        """X5: the copies of each item (input, one per run of its producer, one per transfer)."""
+        """P3M.X5: the copies of each item (input, one per run of its producer, one per transfer)."""
         data = self.data
         for item in data.items:
             copies: list[CopySlot] = []
@@ -232,10 +232,10 @@ class P3Milp:
         return copy
 
     def _windows(self) -> None:
-        """W1: earliest and latest starts of runs and transfers, and the strict orders they imply.
+        """P3M.W1: earliest and latest starts of runs and transfers, and the strict orders they imply.
 
         First runs: ``head`` (a reader starts at least ``dmin`` after its producer's
-        first run, M12c; gradients, M8a; in-place updates, M8b; graph inputs arrive
+        first run, P3M.M12c; gradients, P3M.M8a; in-place updates, P3M.M8b; graph inputs arrive
         at the earliest over the quickest route) and the longest ``dmin`` path to the
         end.  A recomputation or a transfer serves a later run of a reader (else it is
         dropped, which loses nothing), so it ends ``min dmin`` of its item's readers
@@ -268,7 +268,7 @@ class P3Milp:
         for v in reversed(order):
             to_end[v] = self.dmin[v] + max((to_end[w] for w in edges[v]), default=0)
         self.head = head
-        # Strict orders of first runs: a path of at least one cycle (W2).
+        # Strict orders of first runs: a path of at least one cycle (P3M.W2).
         self.strict: set[tuple[int, int]] = set()
         for a in data.ops:
             self._check()
@@ -306,20 +306,20 @@ class P3Milp:
 
     # --------------------------------------------------------- constraints
     def _run_constraints(self) -> None:
-        """M1: a first computation per op; recomputations optional, numbered by start; W1."""
+        """P3M.M1: a first computation per op; recomputations optional, numbered by start; P3M.W1."""
         for runs in self.runs_of:
             first = runs[0]
             self._add(first.present == 1, f"M1a_{first.op}")
             first.start.lowBound, first.start.upBound = first.est, first.lst
             for prev, run in itertools.pairwise(runs):
                 self._add(run.present <= prev.present, f"M1b_{run.op}_{run.number}")
-                if self.recompute_after_first:  # M1c'
+                if self.recompute_after_first:  # P3M.M1c'
                     self._add(run.start >= prev.end - prev.lft * (1 - run.present),
                               f"M1c_{run.op}_{run.number}")
                 else:
                     self._add(run.start >= prev.start - prev.lst * (1 - run.present),
                               f"M1c_{run.op}_{run.number}")
-                    # M1g: runs that start together are numbered by end, as the evaluator does
+                    # P3M.M1g: runs that start together are numbered by end, as the evaluator does
                     big = prev.lft
                     self._add(prev.end <= run.end + big * (run.start - prev.start)
                               + (big + big * prev.lst) * (1 - run.present),
@@ -332,7 +332,7 @@ class P3Milp:
                     self._add(run.start >= run.est * run.present, f"M1e_{run.op}_{run.number}")
 
     def _pin_constraints(self) -> None:
-        """M2: one SRAM per pin; the variant a run uses is the one its pins imply (E2 duration)."""
+        """P3M.M2: one SRAM per pin; the variant a run uses is the one its pins imply (EV.E2 duration)."""
         data = self.data
         for tensor in data.persistent:
             pins = [self.pin[(tensor.index, m)] for m in tensor.pin_memories]
@@ -347,12 +347,12 @@ class P3Milp:
                 m, ci = data.memory_of[c], data.cores.index(c)
                 here = [self.pin[(p, m)] for p in reads if (p, m) in self.pin]
                 if (c, True) in run.z:
-                    for p in reads:  # M2b: the pinned cost needs every input pinned here
+                    for p in reads:  # P3M.M2b: the pinned cost needs every input pinned here
                         self._add(run.z[(c, True)] <= self.pin[(p, m)], f"M2b_{run.index}_{ci}_{p}")
-                if len(here) == len(reads):  # M2c: the plain cost only if some input is not
+                if len(here) == len(reads):  # P3M.M2c: the plain cost only if some input is not
                     self._add(run.z[(c, False)] + pulp.lpSum(here) <= len(reads),
                               f"M2c_{run.index}_{ci}")
-            for m in run.memories:  # M2d: a persistent input pinned elsewhere cannot be read
+            for m in run.memories:  # P3M.M2d: a persistent input pinned elsewhere cannot be read
                 for p in reads:
                     elsewhere = [self.pin[(p, m2)] for m2 in data.persistent[p].pin_memories
                                  if m2 != m]
@@ -361,7 +361,7 @@ class P3Milp:
                                   f"M2d_{run.index}_{data.memories.index(m)}_{p}")
 
     def _copy_constraints(self) -> None:
-        """M3: a copy is freed once ready (at least a cycle after it appears), by the makespan."""
+        """P3M.M3: a copy is freed once ready (at least a cycle after it appears), by the makespan."""
         for q in self.copies:
             self._add(q.free >= q.ready, f"M3a_{q.index}")
             self._add(q.free <= self.makespan, f"M3b_{q.index}")
@@ -370,7 +370,7 @@ class P3Milp:
                 self._add(q.free <= self.H * q.present, f"M3d_{q.index}")
 
     def _transfer_constraints(self) -> None:
-        """M4: one route per transfer; an item's transfers into a memory numbered by start (L1)."""
+        """P3M.M4: one route per transfer; an item's transfers into a memory numbered by start (P3.L1)."""
         previous: dict[tuple[int, str], TransferSlot] = {}
         for x in self.transfers:
             if len(x.w) > 1:
@@ -387,7 +387,7 @@ class P3Milp:
             previous[(x.item, x.dst)] = x
 
     def _one_copy_constraints(self) -> None:
-        """M5 (L2): the copies of an item in one memory do not overlap ([alloc, free) intervals)."""
+        """P3M.M5 (P3.L2): the copies of an item in one memory do not overlap ([alloc, free) intervals)."""
         H = self.H
         for done, copies in enumerate(self.copies_of.values()):
             self._pos = (done, len(self.copies_of))
@@ -398,12 +398,12 @@ class P3Milp:
                         big_a = H - b.alloc_low  # a.free - b.alloc <= big_a
                         big_b = H - a.alloc_low
                         if a.kind == "run" and b.kind == "run":
-                            # M5a: runs are numbered by start, so a's copy goes first
+                            # P3M.M5a: runs are numbered by start, so a's copy goes first
                             both = 2 - a.present_in(m) - b.present_in(m)
                             self._add(a.free <= b.alloc + big_a * both, f"M5a_{name}")
                         elif a.kind == "transfer" and b.kind == "transfer":
                             self._add(a.free <= b.alloc + big_a * (1 - b.present), f"M5b_{name}")
-                        else:  # M5c: a run copy and a transfer copy, in either order
+                        else:  # P3M.M5c: a run copy and a transfer copy, in either order
                             o = self._binary(f"oq_{name}")
                             self._add(a.free <= b.alloc + big_a * (1 - o)
                                       + big_a * (1 - a.present_in(m)), f"M5c_{name}")
@@ -411,7 +411,7 @@ class P3Milp:
                                       f"M5d_{name}")
 
     def _read_constraints(self) -> None:
-        """M6 (K3): a run reads each input item from a copy in its core's memory, ready and kept."""
+        """P3M.M6 (P3.K3): a run reads each input item from a copy in its core's memory, ready and kept."""
         data = self.data
         for run in self.runs:
             op = data.ops[run.op]
@@ -433,7 +433,7 @@ class P3Milp:
                 self.reads[(run.index, i)] = choice
 
     def _source_constraints(self) -> None:
-        """M7 (K2): a transfer reads a copy in its route's source memory, ready and kept."""
+        """P3M.M7 (P3.K2): a transfer reads a copy in its route's source memory, ready and kept."""
         data = self.data
         for x in self.transfers:
             choice = {}
@@ -452,17 +452,17 @@ class P3Milp:
             self.sources[x.index] = choice
 
     def _persistent_dependencies(self) -> None:
-        """M8: gradients read after their producer's first run; in-place updates last (K6)."""
+        """P3M.M8: gradients read after their producer's first run; in-place updates last (P3.K6)."""
         for op in self.data.ops:
             first = self.runs_of[op.index][0]
             for p in op.after:
                 self._add(first.start >= self.runs_of[p][0].end, f"M8a_{op.index}_{p}")
             for u in self._hazard_readers(op):
-                for run in self.runs_of[u]:  # an absent run ends at 0 (M1d)
+                for run in self.runs_of[u]:  # an absent run ends at 0 (P3M.M1d)
                     self._add(first.start >= run.end, f"M8b_{op.index}_{run.index}")
 
     def _fixed_order(self, a: Slot, b: Slot) -> bool:
-        """W2: True when a starts strictly before b whenever both use one resource."""
+        """P3M.W2: True when a starts strictly before b whenever both use one resource."""
         if isinstance(a, TransferSlot):
             return (a.item, a.dst) == (b.item, b.dst) and a.number < b.number and b.dmin >= 1
         if a.op == b.op:
@@ -471,11 +471,11 @@ class P3Milp:
             return True
         if a.mandatory and b.mandatory and a.lst < b.est:
             return True
-        return b.op in self._hazards[a.op]  # M8b: an in-place update waits for every reader
+        return b.op in self._hazards[a.op]  # P3M.M8b: an in-place update waits for every reader
 
     def _disjunctive(self, a: Slot, b: Slot, shared: list[str],
                      on: Callable[[Slot, str], pulp.LpAffineExpression], tag: str) -> None:
-        """M9/M10: a and b do not overlap on any resource both use (an order binary)."""
+        """P3M.M9/P3M.M10: a and b do not overlap on any resource both use (an order binary)."""
         if a.mandatory and b.mandatory and (a.lft <= b.est or b.lft <= a.est):
             if tag == "9":
                 self.core_order[(a.index, b.index)] = int(a.lft <= b.est)
@@ -487,7 +487,7 @@ class P3Milp:
             fixed = (b, a)
         if fixed is not None:
             first, second = fixed
-            if tag == "9":  # "a before b" on a shared core, for M11's run pairs
+            if tag == "9":  # "a before b" on a shared core, for P3M.M11's run pairs
                 self.core_order[(a.index, b.index)] = int(first is a)
             big = max(0, first.lft - second.low)
             for r in shared:
@@ -507,7 +507,7 @@ class P3Milp:
             self._add(a.start >= b.end - big_ba * o - big_ba * both, f"M{tag}c_{name}")
 
     def _core_constraints(self) -> None:
-        """M9 (K5): runs on one core do not overlap."""
+        """P3M.M9 (P3.K5): runs on one core do not overlap."""
         for a_pos, a in enumerate(self.runs):
             self._pos = (a_pos, len(self.runs))
             for b in self.runs[a_pos + 1:]:
@@ -517,7 +517,7 @@ class P3Milp:
                     self._disjunctive(a, b, shared, RunSlot.on, "9")
 
     def _link_constraints(self) -> None:
-        """M10 (K5): transfers on one link do not overlap."""
+        """P3M.M10 (P3.K5): transfers on one link do not overlap."""
         for a_pos, a in enumerate(self.transfers):
             self._pos = (a_pos, len(self.transfers))
             for b in self.transfers[a_pos + 1:]:
@@ -527,7 +527,7 @@ class P3Milp:
                     self._disjunctive(a, b, shared, TransferSlot.on_link, "10")
 
     def _pinned_bytes(self, m: str) -> tuple[pulp.LpAffineExpression | int, int]:
-        """What persistent tensors hold in memory m all iteration (E1.5): expression, most."""
+        """What persistent tensors hold in memory m all iteration (EV.E1.5): expression, most."""
         data = self.data
         if data.persistent_home is None:
             return 0, 0
@@ -539,7 +539,7 @@ class P3Milp:
         return pulp.lpSum(b * x for b, x in terms), sum(b for b, _ in terms)
 
     def _memory_constraints(self) -> None:
-        """M11 (K5): each memory's capacity, checked when each copy is allocated.
+        """P3M.M11 (P3.K5): each memory's capacity, checked when each copy is allocated.
 
         For copies q1 < q2 (of different items) that may share a memory, binaries say
         q1 is gone before q2 arrives (B12), q2 before q1 (B21), they overlap with q1
@@ -551,7 +551,7 @@ class P3Milp:
         for m in data.memories:
             items = {q.item for q in self.copies if m in q.memories}
             held, pinned_most = self._pinned_bytes(m)
-            if pinned_most > data.capacity[m]:  # M11h: the pins alone
+            if pinned_most > data.capacity[m]:  # P3M.M11h: the pins alone
                 self._add(held <= data.capacity[m], f"M11h_{data.memories.index(m)}")
             if sum(data.items[i].bytes for i in items) + pinned_most > data.capacity[m]:
                 binding.append(m)
@@ -564,7 +564,7 @@ class P3Milp:
             for q2 in self.copies[a_pos + 1:]:
                 self._check()
                 if q1.item == q2.item:
-                    continue  # M5 keeps them apart
+                    continue  # P3M.M5 keeps them apart
                 shared = [m for m in q1.memories if m in q2.memories and m in binding]
                 if not shared:
                     continue
@@ -604,13 +604,13 @@ class P3Milp:
                 most = size + pinned_most + sum(b for b, _ in terms)
                 if most <= cap:
                     continue
-                # M11g: at q's allocation, m holds q, the pins and what arrived before
+                # P3M.M11g: at q's allocation, m holds q, the pins and what arrived before
                 self._add(size * q.present_in(m) + held + pulp.lpSum(b * t for b, t in terms)
                           <= cap + (most - cap) * (1 - q.present_in(m)), f"M11g_{q.index}_{mi}")
 
     def _term(self, other: CopySlot, m: str, flag: Term, name: str) -> Term:
         """``flag`` if ``other`` can only be in m, else a variable that is 1 when ``flag`` and
-        ``other`` is in m (M11f); an absent copy can always be put 'gone before'."""
+        ``other`` is in m (P3M.M11f); an absent copy can always be put 'gone before'."""
         if other.fixed_memory:
             return flag
         lam = self.problem.add_variable(f"lam{name}", 0, 1)
@@ -620,7 +620,7 @@ class P3Milp:
         return lam
 
     def _run_order(self, q1: CopySlot, q2: CopySlot, shared: list[str]) -> Term | None:
-        """"q1's run before q2's" from the core order (M9) when both are run copies, every
+        """"q1's run before q2's" from the core order (P3M.M9) when both are run copies, every
         shared memory belongs to one core, and no run is empty (else None)."""
         if q1.run is None or q2.run is None or q1.run.dmin < 1 or q2.run.dmin < 1:
             return None
@@ -636,7 +636,7 @@ class P3Milp:
 
     def _run_pair(self, q1: CopySlot, q2: CopySlot, shared: list[str], order: Term,
                   counted: dict[tuple[int, str], list[tuple[int, Term]]]) -> None:
-        """M11 for two run copies on one core: the core order (M9) says which arrives first,
+        """P3M.M11 for two run copies on one core: the core order (P3M.M9) says which arrives first,
         so only 'gone before the other arrives' needs a binary per direction (G12, G21)."""
         data, H = self.data, self.H
         name = f"{q1.index}_{q2.index}"
@@ -652,7 +652,7 @@ class P3Milp:
                 counted.setdefault((event.index, m), []).append((size, term))
 
     def _makespan_constraints(self) -> None:
-        """M12: the makespan covers every run and transfer (at most the runtime limit, its
+        """P3M.M12: the makespan covers every run and transfer (at most the runtime limit, its
         bound); redundant rows for the LP: core and link loads, starts after producers."""
         data = self.data
         M = self.makespan
@@ -660,17 +660,17 @@ class P3Milp:
             self._add(M >= run.end, f"M12a_{run.index}")
         for x in self.transfers:
             self._add(M >= x.end, f"M12b_{x.index}")
-        for op in data.ops:  # M12c: some run of the producer ends before a reader starts
+        for op in data.ops:  # P3M.M12c: some run of the producer ends before a reader starts
             for p in sorted({maker for i in op.reads
                              if (maker := data.items[i].producer) is not None}):
                 first, producer = self.runs_of[op.index][0], self.runs_of[p][0]
                 self._add(first.start >= producer.start + self.dmin[p], f"M12c_{op.index}_{p}")
-        for c in data.cores:  # M12d: one run at a time on each core
+        for c in data.cores:  # P3M.M12d: one run at a time on each core
             work = [(run.cycles[key], z) for run in self.runs for key, z in run.z.items()
                     if key[0] == c]
             if work:
                 self._add(M >= pulp.lpSum(d * z for d, z in work), f"M12d_{data.cores.index(c)}")
-        for link in data.instance.links:  # M12e: one transfer at a time on each link
+        for link in data.instance.links:  # P3M.M12e: one transfer at a time on each link
             work = [(x.routes[r].cycles, w) for x in self.transfers for r, w in x.w.items()
                     if x.routes[r].link == link.id]
             if work:
@@ -679,7 +679,7 @@ class P3Milp:
                          -(-sum(self.dmin) // max(1, len(data.cores))))
 
     def _colocate_constraints(self) -> None:
-        """M14: with colocate="layer", a layer's first computations share one core."""
+        """P3M.M14: with colocate="layer", a layer's first computations share one core."""
         data = self.data
         if data.colocate != "layer":
             return
@@ -703,7 +703,7 @@ class P3Milp:
                     self._add(first.on(c) == y[c], f"M14b_{li}_{v}_{data.cores.index(c)}")
 
     def _symmetry_constraints(self) -> None:
-        """M15: interchangeable cores (a permutation that maps every cost, memory, link and
+        """P3M.M15: interchangeable cores (a permutation that maps every cost, memory, link and
         pin onto itself): the first op's first run goes to the first core of its orbit."""
         self.symmetries = core_automorphisms(self.data)
         if len(self.symmetries) <= 1:
@@ -717,7 +717,7 @@ class P3Milp:
 
     def canonical(self, schedule: Schedule) -> Schedule:
         """The image of a schedule under the symmetry that puts the first op's first run on
-        the first core of its orbit (M15), so that it can be a warm start."""
+        the first core of its orbit (P3M.M15), so that it can be a warm start."""
         if len(self.symmetries) <= 1:
             return schedule
         op = self.data.ops[0].id
@@ -733,7 +733,7 @@ class P3Milp:
         return min(self.symmetries, key=rank).apply(schedule)
 
     def _objective(self) -> None:
-        """O1 latency, O2 energy (M13: the static term floored exactly), O3 weighted."""
+        """P3M.O1 latency, P3M.O2 energy (P3M.M13: the static term floored exactly), P3M.O3 weighted."""
         data = self.data
         energy = pulp.lpSum(run.energy[key] * z for run in self.runs for key, z in run.z.items())
         energy += pulp.lpSum(x.routes[r].energy_pj * w for x in self.transfers
@@ -775,7 +775,7 @@ class P3Milp:
 
     # ------------------------------------------------------------ solutions
     def solution(self) -> Solution:
-        """The solver's values, rounded (X1-X6)."""
+        """The solver's values, rounded (P3M.X1-X6)."""
         sol = Solution()
         for run in self.runs:
             variants = [key for key, z in run.z.items() if is_on(z)]
@@ -804,7 +804,7 @@ class P3Milp:
 
         Ties in the objective (latency makes moves free) let the solver keep them;
         without them every memory holds less and every resource is busy less, so the
-        schedule stays in K3 and is no worse.
+        schedule stays in P3.K3 and is no worse.
         """
         runs, transfers = dict(sol.runs), dict(sol.transfers)
         while True:
@@ -856,12 +856,12 @@ class P3Milp:
         """Whether column values (a warm start, :func:`.start.start_values`) meet every row
         and bound.
 
-        The values are set on the columns first, with every ``λ`` at the least value M11f
+        The values are set on the columns first, with every ``λ`` at the least value P3M.M11f
         allows and the static energy of the makespan (both also written to ``values``).
         """
         for var in self.problem.variables():
             var.varValue = values.get(var.name, 0.0)
-        for lam, expr in self.lambdas:  # the least value M11f allows
+        for lam, expr in self.lambdas:  # the least value P3M.M11f allows
             lam.varValue = values[lam.name] = max(0.0, float(pulp.value(expr)))
         if self.static is not None:
             self.static.varValue = values[self.static.name] = float(

@@ -1,7 +1,7 @@
 """The parts of the P3 MILP (``formulations/p3_milp.md``): run, transfer and copy slots and a solution.
 
-A slot is a possible run (X1, X2), transfer (X4) or copy of an item in a memory
-(X5), holding its solver columns; :class:`Solution` is the solver's values, rounded.
+A slot is a possible run (P3M.X1, P3M.X2), transfer (P3M.X4) or copy of an item in a memory
+(P3M.X5), holding its solver columns; :class:`Solution` is the solver's values, rounded.
 Slots are compared by identity (their fields hold solver columns).
 """
 
@@ -27,7 +27,7 @@ CopyKind = Literal["input", "run", "transfer"]
 @final
 @dataclass(eq=False)  # compared by identity: fields hold solver columns
 class RunSlot:
-    """X1, X2: run ``number`` of op ``op``; ``z[(core, pinned)]`` chooses core and variant."""
+    """P3M.X1, P3M.X2: run ``number`` of op ``op``; ``z[(core, pinned)]`` chooses core and variant."""
 
     index: int
     op: int
@@ -37,7 +37,7 @@ class RunSlot:
     cycles: dict[tuple[str, bool], int]
     energy: dict[tuple[str, bool], int]
     memory_of: dict[str, str]
-    est: int = 0  # W1: earliest start when present
+    est: int = 0  # P3M.W1: earliest start when present
     lst: int = 0  # latest start
 
     @property
@@ -86,7 +86,7 @@ class RunSlot:
 @final
 @dataclass(eq=False)  # compared by identity: fields hold solver columns
 class TransferSlot:
-    """X4: transfer ``number`` of item ``item`` into ``dst``; ``w[r]`` chooses route ``r``."""
+    """P3M.X4: transfer ``number`` of item ``item`` into ``dst``; ``w[r]`` chooses route ``r``."""
 
     index: int
     item: int
@@ -141,7 +141,7 @@ class TransferSlot:
 
 @dataclass(eq=False)  # compared by identity: fields hold solver columns
 class CopySlot:
-    """X5: a copy of an item (graph input, run copy or transfer copy) and its free time.
+    """P3M.X5: a copy of an item (graph input, run copy or transfer copy) and its free time.
 
     Exactly one of ``home`` (an input's), ``run`` and ``transfer`` is set, as ``kind`` says.
     """

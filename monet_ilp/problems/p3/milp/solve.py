@@ -1,7 +1,7 @@
 """The ``milp`` backend of P3: :func:`solve_p3_milp` (``formulations/p3_milp.md`` §7).
 
 The list schedules and the combinatorial bound first, then the model, its LP
-relaxation, and rounds of the MILP with shrinking horizons (S1), each warm-started
+relaxation, and rounds of the MILP with shrinking horizons (P3M.S1), each warm-started
 from the best schedule so far; HiGHS or CBC through the engines every MILP shares.
 """
 
@@ -71,7 +71,7 @@ def _solve(problem: pulp.LpProblem, solver: str, *, relax: bool, threads: int,
 
 def _horizon_of(data: P3Data, built: P3Milp, value: float) -> int | None:
     """The largest makespan that an optimal schedule needs when one of value ``value``
-    (MILP units) is known (W1); None when nothing smaller than the horizon follows.
+    (MILP units) is known (P3M.W1); None when nothing smaller than the horizon follows.
 
     Latency: ``value``.  Weighted: ``(value - w_E · E_min) / w_L``.  Energy: with
     ``φ > 0``, the static energy left; and in any case, a schedule without idle time
@@ -121,7 +121,7 @@ def solve_p3_milp(
     msg: bool = False,
     **options: Any,
 ) -> BackendResult:
-    """Solve a P3 instance over the class K3 with a disjunctive MILP (``formulations/p3_milp.md``).
+    """Solve a P3 instance over the class P3.K3 with a disjunctive MILP (``formulations/p3_milp.md``).
 
     Parameters
     ----------
@@ -136,13 +136,13 @@ def solve_p3_milp(
         A timed schedule (or a Sequence) to warm-start from.  Default (option
         ``use_baseline_hint``, true): the best of the list schedules (memory-aware and
         store-all, layer and op allocation) that the evaluator accepts.  A hint is used
-        only when it lies in K3 as the model spells it and meets every row; it then
-        also bounds the first horizon (S1).  Binding SRAMs are hard for the MILP
+        only when it lies in P3.K3 as the model spells it and meets every row; it then
+        also bounds the first horizon (P3M.S1).  Binding SRAMs are hard for the MILP
         without one: give the CP-SAT schedule as the hint to cross-check it.
     milp_solver
         ``"highs"`` (default, through ``highspy``) or ``"cbc"``.
     max_computes, max_transfers, colocate, allow_recompute, allow_offload, allow_pin
-        The limits of K3 (``p3_problem.md``): runs per op ``C``, transfers of an item
+        The limits of P3.K3 (``p3_problem.md``): runs per op ``C``, transfers of an item
         into a memory ``T`` (``None``: the defaults), ``"layer"`` to put a layer's
         first computations on one core, and switches for recomputation, offload and
         pinning.
@@ -151,15 +151,15 @@ def solve_p3_milp(
     msg
         Print the solver's log (``log`` is accepted as well).
     **options
-        ``recompute_after_first`` (default true, K3's L4): start a recomputation only after the
-        previous run of its op has ended, the CP-SAT model's reading of K1 (p3_milp.md
+        ``recompute_after_first`` (default true, P3.K3's P3.L4): start a recomputation only after the
+        previous run of its op has ended, the CP-SAT model's reading of P3.K1 (p3_milp.md
         §1; by default runs are only numbered by start, as the evaluator numbers them);
         ``use_baseline_hint`` (default true).
 
     Returns
     -------
     BackendResult
-        ``optimal`` (proven, over K3 and its limits), ``feasible`` (time limit, with
+        ``optimal`` (proven, over P3.K3 and its limits), ``feasible`` (time limit, with
         the best bound), ``infeasible`` (proven; the message gives the reason when one
         is found without a solver) or ``unknown``.  ``objective`` is the evaluator's
         value of the schedule built from the solution; ``stats`` holds the model size,
@@ -228,7 +228,7 @@ def solve_p3_milp(
                     bound=None if bound is None else min(bound, value), source=f"hint:{source}",
                     message=f"{reason}; returning the {source} schedule ({limits})")
 
-    # W1: a schedule of the model bounds the makespan of any better one, so each
+    # P3M.W1: a schedule of the model bounds the makespan of any better one, so each
     # better schedule found rebuilds the model with a shorter horizon (tighter big-Ms).
     try:
         built = P3Milp(data, recompute_after_first=after_first, deadline=deadline)
@@ -279,7 +279,7 @@ def solve_p3_milp(
 
             def better(value: float, current: int = current, built: P3Milp = built,
                        best: Incumbent | None = best) -> bool:
-                """A solution that shortens the horizon (then the round may be restarted, S1)."""
+                """A solution that shortens the horizon (then the round may be restarted, P3M.S1)."""
                 tighter = _horizon_of(data, built, value)
                 return (best is None or value < best.milp - 0.5) and (
                     tighter is not None and tighter < current)

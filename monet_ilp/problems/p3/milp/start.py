@@ -1,4 +1,4 @@
-"""Warm starts of the P3 MILP: a timed schedule read into every column (X1-X8).
+"""Warm starts of the P3 MILP: a timed schedule read into every column (P3M.X1-X8).
 
 :func:`start_values` reads a schedule completely (runs, cores and variants, pins,
 transfers with route and source, every copy's free, reads, every order binary) and keeps
@@ -22,11 +22,11 @@ Life = tuple[int, int, int, str]
 
 
 def start_values(model: P3Milp, schedule: Schedule) -> dict[str, float] | None:
-    """Values of every column for a timed schedule of K3 that satisfy every row, or None.
+    """Values of every column for a timed schedule of P3.K3 that satisfy every row, or None.
 
     The schedule is read completely (runs, variants, pins, transfers and their
-    sources, frees, reads, every order binary), after the symmetry of M15
-    (:meth:`~.model.P3Milp.canonical`); a schedule outside K3 as the model spells it,
+    sources, frees, reads, every order binary), after the symmetry of P3M.M15
+    (:meth:`~.model.P3Milp.canonical`); a schedule outside P3.K3 as the model spells it,
     or one that breaks a row (e.g. a capacity), gives None.  The values are left on
     the model's columns (:meth:`~.model.P3Milp.accepts`).
     """
@@ -37,11 +37,11 @@ def start_values(model: P3Milp, schedule: Schedule) -> dict[str, float] | None:
 
 
 class Outside(Exception):
-    """The schedule is not in K3 as the model spells it (then it is no warm start)."""
+    """The schedule is not in P3.K3 as the model spells it (then it is no warm start)."""
 
 
 class StartValues:
-    """Reads a timed schedule into the model's columns (X1-X8)."""
+    """Reads a timed schedule into the model's columns (P3M.X1-X8)."""
 
     def __init__(self, model: P3Milp, schedule: Schedule):
         self.model = model
@@ -70,7 +70,7 @@ class StartValues:
             pinned_at[p_index[t]] = mem
         for (p, mem), x in m.pin.items():
             self.set(x, pinned_at.get(p) == mem)
-        # runs (X1, X2)
+        # runs (P3M.X1, P3M.X2)
         timed: dict[int, tuple[int, int, str]] = {}  # run -> start, end, memory
         by_op: dict[int, list[OpRun]] = {}
         for op_run in s.ops:
@@ -93,7 +93,7 @@ class StartValues:
                 for key, z in run.z.items():
                     self.set(z, key == chosen)
                 self.set(run.start, timed[run.index][0] if chosen else 0)
-        # transfers (X4)
+        # transfers (P3M.X4)
         item_of = {it.tensors[0]: it.index for it in data.items}
         moves: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
         for tr in sorted(s.transfers):
@@ -117,7 +117,7 @@ class StartValues:
             for route_index, w in x.w.items():
                 self.set(w, got is not None and got[3] == route_index)
             self.set(x.start, got[0] if got else 0)
-        # copies (X5): alloc, ready, memory, free (the first free at or after the alloc)
+        # copies (P3M.X5): alloc, ready, memory, free (the first free at or after the alloc)
         frees: dict[tuple[str, str], list[int]] = {}
         for f in s.frees:
             frees.setdefault((f.tensor, f.memory), []).append(f.time)
@@ -134,13 +134,13 @@ class StartValues:
                 self.set(q.free, 0)
                 continue
             tensor = data.items[q.item].tensors[0]
-            # A free at a copy's own allocation belongs to the copy before it (E1.6), except
+            # A free at a copy's own allocation belongs to the copy before it (EV.E1.6), except
             # for a graph input's copy, which may be freed at time 0.
             free = min((t for t in frees.get((tensor, mem), ())
                         if t > alloc or (q.kind == "input" and t >= alloc)), default=makespan)
             life[q.index] = (alloc, ready, free, mem)
             self.set(q.free, free)
-        # reads and sources (X6)
+        # reads and sources (P3M.X6)
         for (reader, _), choice in m.reads.items():
             pick: tuple[int, str] | None = None  # (copy, memory)
             if reader in timed:
@@ -160,7 +160,7 @@ class StartValues:
                             and life[key[0]][2] >= en)
             for option, y in choice.items():
                 self.set(y, option == pick)
-        # order binaries (X7) from the times, and the makespan (X8)
+        # order binaries (P3M.X7) from the times, and the makespan (P3M.X8)
         layers = sorted({op.layer for op in data.ops if op.layer})
         for var in m.problem.variables():
             name = var.name
@@ -200,7 +200,7 @@ class StartValues:
 
 
 def _memory_order(la: Life | None, lb: Life | None) -> tuple[bool, bool, bool]:
-    """M11's B12, B21 and C12 for the lives of copies q1 and q2 (None: absent): q1 gone
+    """P3M.M11's B12, B21 and C12 for the lives of copies q1 and q2 (None: absent): q1 gone
     before q2 arrives, else q2 gone before q1 arrives, else whether q1 arrives first."""
     if la is None or (lb is not None and la[2] <= lb[0]):
         return True, False, False

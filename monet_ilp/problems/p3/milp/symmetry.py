@@ -1,4 +1,4 @@
-"""Interchangeable cores of a P3 instance (M15 of ``formulations/p3_milp.md``).
+"""Interchangeable cores of a P3 instance (P3M.M15 of ``formulations/p3_milp.md``).
 
 A permutation of the cores that maps every cost, memory, link and pin set onto itself
 leaves the problem unchanged; the model breaks the symmetry (the first op's first run
