@@ -246,7 +246,7 @@ def _outcome_of(future: cf.Future[dict[str, Any]] | Future[dict[str, Any]]) -> d
         return future.result()
     except Cancelled:
         raise
-    except Exception as err:  # noqa: BLE001
+    except Exception as err:  # noqa: BLE001  (the executor's own failure is the job's error verdict)
         return {"fields": {"status": "error", "message": f"the executor failed: {type(err).__name__}: {err}"},
                 "schedule": None}
 
