@@ -83,7 +83,7 @@ _P3_CPSAT_OPTIONS = ("max_computes", "max_transfers", "colocate", "allow_recompu
 _P3_MILP_OPTIONS = ("milp_solver", "max_computes", "max_transfers", "colocate", "allow_recompute",
                     "allow_offload", "allow_pin", "export", "msg")
 
-_K3 = "class K3: at most max_computes runs per op, max_transfers per tensor, colocate"
+_K3 = "class P3.K3: at most max_computes runs per op, max_transfers per tensor, colocate"
 
 #: The built-in backends, one row per (backend, problem class).
 BACKENDS: tuple[BackendSpec, ...] = (
