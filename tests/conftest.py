@@ -4,8 +4,8 @@
   built once per session (a 2-layer MLP training step, 17 ops; the P2 and P3 ones on
   the Edge TPU preset).
 * :func:`verified`: the evaluator's verdict on a result, the way every test states it:
-  the status is no ``error``, a schedule is feasible when re-evaluated, and the
-  backend's objective is the evaluator's.
+  the status is no ``error``, a schedule is feasible when re-evaluated, the
+  backend's objective is the evaluator's, and its bound holds.
 """
 
 from __future__ import annotations
@@ -28,8 +28,10 @@ def verified(instance: Instance, result: Result | BackendResult, *, feasible: bo
     """Re-evaluate ``result``'s schedule on ``instance`` and check what the backend claims.
 
     Returns the metrics (``None`` when there is no schedule).  With ``feasible`` (the
-    default) a schedule must keep to the instance; a result that claims optimality
-    must have its bound equal to its objective (up to the gap tolerance of ``solve``).
+    default) a schedule must keep to the instance.  The bound of a feasible schedule is
+    at most its objective, and a result that claims optimality has its bound equal to
+    its objective.  Both are compared exactly: backends round a solver's bound on an
+    integer objective up and cap it at the objective they return.
     """
     assert result.status is not Status.ERROR, result.message
     if result.schedule is None:
@@ -42,7 +44,9 @@ def verified(instance: Instance, result: Result | BackendResult, *, feasible: bo
     if result.objective is not None and metrics.feasible:
         assert result.objective == metrics.objective_value, (result.objective, metrics.objective_value)
     if result.bound is not None and result.objective is not None and metrics.feasible:
-        assert result.bound <= result.objective + 1e-6 * max(1, abs(result.objective))
+        assert result.bound <= result.objective, (result.bound, result.objective)
+    if result.status is Status.OPTIMAL:
+        assert result.bound == result.objective, (result.status, result.bound, result.objective)
     return metrics
 
 

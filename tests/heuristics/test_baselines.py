@@ -29,15 +29,18 @@ from monet_ilp.heuristics import (
 )
 from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem
 from monet_ilp.make import p1_instance
+from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Schedule, Sequence
+from tests.conftest import verified
 
 SRAM = "core0.sram"
 
 
-def check(instance, schedule):
-    """Evaluate; the schedule must be feasible and its claims must be the evaluator's."""
-    metrics = evaluate(instance, schedule)
-    assert metrics.feasible, metrics.violations[:5]
+def meta_checked(instance, schedule):
+    """:func:`verified` on the schedule as its backend wrapper returns it (no claimed
+    objective); the numbers the heuristic claims in ``meta`` must be the evaluator's."""
+    metrics = verified(instance, BackendResult(Status.FEASIBLE, schedule))
+    assert metrics is not None
     if "compute_cycles" in schedule.meta:
         assert schedule.meta["compute_cycles"] == metrics.compute_cycles
     if "peak_bytes" in schedule.meta:
@@ -53,12 +56,12 @@ def check(instance, schedule):
 def test_random_dags_store_all_and_sqrt(n, seed):
     graph = random_layered(n, seed=seed)
     instance = p1_instance(graph, budget=1.0)
-    base = check(instance, store_all_sequence(instance))
+    base = meta_checked(instance, store_all_sequence(instance))
     assert base.peak_bytes[SRAM] == store_all_peak(graph).activation_bytes
     assert base.recomputations == 0
-    sqrt = check(instance, chen_sqrt_sequence(instance))
+    sqrt = meta_checked(instance, chen_sqrt_sequence(instance))
     assert sqrt.compute_cycles >= base.compute_cycles
-    greedy = check(instance, chen_greedy_sequence(instance))
+    greedy = meta_checked(instance, chen_greedy_sequence(instance))
     assert greedy.compute_cycles == base.compute_cycles  # store-all fits budget 1.0 and is cheapest
 
 
@@ -67,7 +70,7 @@ def test_random_dags_store_all_and_sqrt(n, seed):
 def test_random_dags_single_core_list_schedule_matches_sequence(n, seed):
     graph = random_layered(n, seed=seed)
     instance = p1_instance(graph, budget=1.0)
-    timed = check(instance, store_all_schedule(instance))
+    timed = meta_checked(instance, store_all_schedule(instance))
     assert timed.transfers == 0
     serial = store_all_sequence(instance).meta["compute_cycles"]
     assert timed.compute_cycles == timed.latency_cycles == serial
@@ -106,7 +109,7 @@ def test_chain_sqrt_by_hand():
     """
     graph = chain_graph()
     instance = p1_instance(graph, budget=1.0)
-    base = check(instance, store_all_sequence(instance))
+    base = meta_checked(instance, store_all_sequence(instance))
     assert (base.peak_bytes[SRAM], base.compute_cycles) == (110, 28)
 
     sqrt = chen_sqrt_sequence(instance)
@@ -117,7 +120,7 @@ def test_chain_sqrt_by_hand():
         "f4", "f5", "b6", "-g6", "-a5", "b5", "-g5", "-a4", "b4", "-g4", "-a3",
         "f1", "f2", "b3", "-g3", "-a2", "b2", "-g2", "-a1", "b1", "-g1", "-x", "-g0",
     ]
-    metrics = check(instance, sqrt)
+    metrics = meta_checked(instance, sqrt)
     assert (metrics.peak_bytes[SRAM], metrics.compute_cycles, metrics.recomputations) == (70, 32, 4)
     # The same sequence fits a budget of exactly 70 bytes, and not one byte less.
     assert evaluate(p1_instance(graph, budget=70), sqrt).feasible
@@ -128,7 +131,7 @@ def test_chain_greedy_fits_what_it_can():
     graph = chain_graph()
     tight = p1_instance(graph, budget=70)
     greedy = chen_greedy_sequence(tight)
-    assert greedy.meta["fits"] and check(tight, greedy).compute_cycles <= 32
+    assert greedy.meta["fits"] and meta_checked(tight, greedy).compute_cycles <= 32
     hopeless = p1_instance(graph, budget=30)
     greedy = chen_greedy_sequence(hopeless)
     assert not greedy.meta["fits"] and "note" in greedy.meta
@@ -148,7 +151,7 @@ def test_place_releases_frees_each_copy_after_its_last_reader():
         return next(s for s in reversed(steps[:k]) if isinstance(s, Compute))
 
     assert last_compute(releases[0]) == Compute("f2") and last_compute(releases[1]) == Compute("b2")
-    assert check(p1_instance(graph, budget=1.0), Sequence(steps)).recomputations == 1
+    assert meta_checked(p1_instance(graph, budget=1.0), Sequence(steps)).recomputations == 1
 
 
 def test_rematerialize_keeping_everything_is_store_all():
@@ -159,7 +162,7 @@ def test_rematerialize_keeping_everything_is_store_all():
     # Keeping nothing recomputes each dropped activation once, depth first.
     plan = rematerialize(graph, order, set())
     assert len(plan) == len(order) + 8  # a1..a8 dropped; a9 is read by the loss only
-    assert check(p1_instance(graph, budget=1.0), Sequence(place_releases(graph, plan)))
+    assert meta_checked(p1_instance(graph, budget=1.0), Sequence(place_releases(graph, plan)))
 
 
 def test_persistent_tensors_in_the_core_memory_count():
@@ -168,8 +171,8 @@ def test_persistent_tensors_in_the_core_memory_count():
     modelled = dataclasses.replace(p1_instance(graph, budget=10**8), persistent_home=SRAM)
     weights = store_all_peak(graph).persistent_bytes
     for heuristic in HEURISTICS.values():
-        assert (check(modelled, heuristic(modelled)).peak_bytes[SRAM]
-                == check(plain, heuristic(plain)).peak_bytes[SRAM] + weights)
+        assert (meta_checked(modelled, heuristic(modelled)).peak_bytes[SRAM]
+                == meta_checked(plain, heuristic(plain)).peak_bytes[SRAM] + weights)
 
 
 # ------------------------------------------------------------- real graphs
@@ -190,14 +193,14 @@ def test_real_graphs(real_graphs):
     for name, graph in real_graphs.items():
         instance = p1_instance(graph, budget=1.0)
         peak = store_all_peak(graph).activation_bytes
-        base = check(instance, store_all_sequence(instance))
+        base = meta_checked(instance, store_all_sequence(instance))
         assert base.peak_bytes[SRAM] == peak
-        sqrt = check(instance, chen_sqrt_sequence(instance))
-        greedy = check(instance, chen_greedy_sequence(instance))
+        sqrt = meta_checked(instance, chen_sqrt_sequence(instance))
+        greedy = meta_checked(instance, chen_greedy_sequence(instance))
         assert greedy.compute_cycles == base.compute_cycles  # store-all fits and is cheapest
         # Asked for less than store-all, greedy finds a strictly smaller peak.
         below = chen_greedy_sequence(instance, budget_bytes=peak - 1)
-        smaller = check(instance, below)
+        smaller = meta_checked(instance, below)
         tight = p1_instance(graph, budget=0.7)
         greedy_07 = chen_greedy_sequence(tight)
         at_07 = evaluate(tight, greedy_07)
@@ -268,7 +271,7 @@ def test_diamond_uses_both_cores():
     graph = diamond_graph()
     instance = two_core_instance(graph, {"fa": 100, "fb": 100, "fc": 10})
     schedule = store_all_schedule(instance)
-    metrics = check(instance, schedule)
+    metrics = meta_checked(instance, schedule)
     runs = {r.op: (r.core, r.start, r.end) for r in schedule.ops}
     # x arrives over each core's bus in 8 cycles; b crosses the core-to-core link in 4.
     assert runs == {"fa": ("core0", 8, 108), "fb": ("core1", 8, 108), "fc": ("core0", 112, 122)}
@@ -280,7 +283,7 @@ def test_diamond_uses_both_cores():
         assert instance.link(t.link).connects(t.src, t.dst)
     # One core only: 8 + 100 + 100 + 10 cycles.
     alone = two_core_instance(graph, {"fa": 100, "fb": 100, "fc": 10}, slowdown=100)
-    alone_latency = check(alone, store_all_schedule(alone)).latency_cycles
+    alone_latency = meta_checked(alone, store_all_schedule(alone)).latency_cycles
     assert alone_latency == 218
     assert metrics.latency_cycles == 122 < alone_latency
     # Every copy is freed after its last use: nothing is left at the end.
@@ -291,7 +294,7 @@ def test_routes_through_dram_without_a_core_to_core_link():
     graph = diamond_graph()
     instance = two_core_instance(graph, {"fa": 100, "fb": 100, "fc": 10}, noc=False)
     schedule = store_all_schedule(instance)
-    check(instance, schedule)
+    meta_checked(instance, schedule)
     hops = [(t.tensor, t.src, t.dst, t.start, t.end) for t in schedule.transfers if t.tensor == "b"]
     assert hops == [("b", "core1.sram", "dram", 108, 116), ("b", "dram", "core0.sram", 116, 124)]
 
@@ -304,7 +307,7 @@ def test_training_graphs_on_two_cores(build, allocate):
     cycles = {op.id: 1 + op.flops // 10_000 for op in graph.ops}
     instance = two_core_instance(graph, cycles, slowdown=2, persistent_home="dram")
     schedule = store_all_schedule(instance, allocate=allocate)
-    metrics = check(instance, schedule)
+    metrics = meta_checked(instance, schedule)
     assert metrics.recomputations == 0 and len(schedule.ops) == len(graph.ops)
     assert metrics.compute_cycles == sum(r.end - r.start for r in schedule.ops)
     if allocate == "layer":  # a layer's backward and optimizer ops follow its forward op
@@ -320,7 +323,7 @@ def test_random_dags_on_two_cores(n, seed, slowdown, allocate, noc):
     cycles = {op.id: int(op.cost) for op in graph.ops}
     instance = two_core_instance(graph, cycles, slowdown=slowdown, noc=noc)
     schedule = store_all_schedule(instance, allocate=allocate)
-    metrics = check(instance, schedule)
+    metrics = meta_checked(instance, schedule)
     assert sorted(r.op for r in schedule.ops) == sorted(op.id for op in graph.ops)
     assert metrics.recomputations == 0
 

@@ -30,6 +30,7 @@ from monet_ilp.problems.p1.cpsat import (
 from monet_ilp.problems.p1.cpsat.hints import complete, hint_from
 from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.solve import Status, solve
+from tests.conftest import verified
 
 W = 2  # CP-SAT workers
 
@@ -57,11 +58,10 @@ def small_dag(n: int, seed: int) -> TrainingGraph:
     return random_layered(n, seed=seed, width=(1, 3), size=(1, 20), duration=(0, 10))
 
 
-def check(instance, result):
-    """The schedule is feasible under the evaluator and costs exactly the objective."""
-    assert result.schedule is not None
-    metrics = evaluate(instance, result.schedule)
-    assert metrics.feasible, metrics.violation_counts
+def scheduled(instance, result):
+    """:func:`verified`, with a schedule required whose compute cycles are the objective."""
+    metrics = verified(instance, result)
+    assert metrics is not None, result.message
     assert metrics.compute_cycles == result.objective
     return metrics
 
@@ -153,7 +153,7 @@ def test_hand_worked_chain_needs_exactly_one_recompute():
     result = solve_cpsat(inst, workers=W)
     assert result.status is Status.OPTIMAL
     assert result.objective == result.bound == 7
-    check(inst, result)
+    scheduled(inst, result)
     assert result.schedule.computations == ("f1", "f2", "f3", "b3", "b2", "f1", "b1")
     assert sequence_optimum(inst) == 7  # no sequence at all does better
 
@@ -181,7 +181,7 @@ def test_random_dags_match_the_staged_oracle(n, seed):
     store_all_cost = sum(full.cost(op.id, "core0").cycles for op in graph.ops)
     result = solve_cpsat(full, workers=W)
     assert result.status is Status.OPTIMAL and result.objective == store_all_cost
-    check(full, result)
+    scheduled(full, result)
 
     low, proven = min_budget(full, workers=W)
     assert proven
@@ -191,7 +191,7 @@ def test_random_dags_match_the_staged_oracle(n, seed):
         assert result.status is Status.OPTIMAL
         assert result.objective >= store_all_cost
         assert result.objective == staged_optimum(inst)
-        check(inst, result)
+        scheduled(inst, result)
 
 
 def test_sequences_outside_the_grid_can_be_cheaper_and_passes_recover_them():
@@ -201,8 +201,8 @@ def test_sequences_outside_the_grid_can_be_cheaper_and_passes_recover_them():
     two_passes = solve_cpsat(inst, workers=W, passes=2)
     assert one_pass.objective == staged_optimum(inst) == 59
     assert two_passes.objective == staged_optimum(inst, passes=2) == sequence_optimum(inst) == 57
-    check(inst, one_pass)
-    check(inst, two_passes)
+    scheduled(inst, one_pass)
+    scheduled(inst, two_passes)
 
 
 def test_passes_can_lower_the_minimum_budget():
@@ -227,7 +227,7 @@ def test_both_encodings_agree(n, seed, fraction):
     assert {r.status for r in results.values()} == {Status.OPTIMAL}
     assert len({r.objective for r in results.values()}) == 1
     for result in results.values():
-        check(inst, result)
+        scheduled(inst, result)
 
 
 # ------------------------------------------------------------ statuses
@@ -237,7 +237,7 @@ def test_infeasible_budget_names_the_minimum_and_it_is_tight():
     assert proven
     at = solve_cpsat(p1_instance(graph, low), workers=W)
     assert at.status is Status.OPTIMAL
-    check(p1_instance(graph, low), at)
+    scheduled(p1_instance(graph, low), at)
     below = solve_cpsat(p1_instance(graph, low - 1), workers=W)
     assert below.status is Status.INFEASIBLE
     assert f"the minimum feasible budget is {low} bytes (proven" in below.message
@@ -249,7 +249,7 @@ def test_max_computes_two_is_infeasible_where_unlimited_is_not():
     inst = p1_instance(fb_chain(4), 3)
     unlimited = solve_cpsat(inst, workers=W)
     assert (unlimited.status, unlimited.objective) == (Status.OPTIMAL, 11)
-    check(inst, unlimited)
+    scheduled(inst, unlimited)
     assert unlimited.schedule.computations.count("f1") == 3
     capped = solve_cpsat(inst, workers=W, max_computes=2)
     assert capped.status is Status.INFEASIBLE
@@ -266,7 +266,7 @@ def test_time_limit_returns_the_best_schedule_and_a_bound():
     assert result.bound is not None and result.bound <= result.objective
     assert result.bound >= sum(inst.cost(op.id, "core0").cycles for op in graph.ops)
     assert result.stats["wall_seconds"] < 10
-    check(inst, result)
+    scheduled(inst, result)
 
 
 def test_fixed_order_false_is_never_worse():
@@ -281,7 +281,7 @@ def test_fixed_order_false_is_never_worse():
             free = solve_cpsat(inst, workers=W, fixed_order=False)
             assert free.status is Status.OPTIMAL
             assert free.objective <= fixed.objective
-            check(inst, free)
+            scheduled(inst, free)
 
 
 # ------------------------------------------------------------ hints
@@ -306,7 +306,7 @@ def test_training_graph_with_size_zero_nodes_at_its_minimum_budget():
     inst = p1_instance(graph, low)
     result = solve_cpsat(inst, workers=W)
     assert result.status is Status.OPTIMAL
-    metrics = check(inst, result)
+    metrics = scheduled(inst, result)
     assert metrics.peak_bytes["core0.sram"] <= low
     assert solve_cpsat(p1_instance(graph, low - 1), workers=W).status is Status.INFEASIBLE
 
@@ -322,7 +322,7 @@ def test_large_byte_sizes_and_zero_costs():
         inst = p1_instance(graph, budget)
         result = solve_cpsat(inst, workers=W)
         if result.status is Status.OPTIMAL:
-            check(inst, result)
+            scheduled(inst, result)
             assert result.objective == staged_optimum(inst)
         else:
             assert result.status is Status.INFEASIBLE and staged_optimum(inst) is None

@@ -30,6 +30,7 @@ from monet_ilp.problems.p2.cpsat import solve_p2_cpsat
 from monet_ilp.problems.p2.data import p2_data, paging_schedule
 from monet_ilp.problems.p2.milp import P2StageMilp, solve_p2_milp
 from monet_ilp.solve import BackendResult, Status, solve
+from tests.conftest import verified
 
 WORKERS = 2
 BACKENDS = {
@@ -39,21 +40,14 @@ BACKENDS = {
 
 
 # ===================================================================== helpers
-def check(instance: Instance, result: BackendResult) -> BackendResult:
-    """The schedule is feasible and its claimed objective is the evaluator's."""
-    if result.schedule is None:
-        assert result.objective is None
-        return result
-    metrics = evaluate(instance, result.schedule)
-    assert metrics.feasible, (result.stats.get("model"), dict(metrics.violation_counts),
-                              [v.message for v in metrics.violations[:3]])
-    assert result.objective == metrics.objective_value
-    assert result.stats["recomputations"] == metrics.recomputations
-    assert result.stats["transfers"] == metrics.transfers
-    if result.bound is not None:
-        assert result.bound <= result.objective
-    if result.status is Status.OPTIMAL:
-        assert result.bound == result.objective
+def check_counts(instance: Instance, result: BackendResult) -> BackendResult:
+    """:func:`verified`; a schedule comes with its objective, and its recomputations and
+    transfers in ``stats`` are the evaluator's."""
+    metrics = verified(instance, result)
+    if metrics is not None:
+        assert result.objective is not None
+        assert result.stats["recomputations"] == metrics.recomputations
+        assert result.stats["transfers"] == metrics.transfers
     return result
 
 
@@ -103,18 +97,18 @@ def op_cycles(instance: Instance) -> int:
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_full_budget_runs_every_op_once_back_to_back(backend):
     inst = mlp_instance(budget=1.0)
-    result = check(inst, BACKENDS[backend](inst))
+    result = check_counts(inst, BACKENDS[backend](inst))
     assert result.status is Status.OPTIMAL
     assert result.objective == op_cycles(inst)
     assert result.stats["recomputations"] == result.stats["transfers"] == 0
 
 
-def test_offload_beats_recompute_with_a_fast_link():
+def test_offload_beats_recompute_with_a_fast_link(p2_small):
     """Recomputing F:fc1 costs 34 cycles; paging its output out and back hides behind compute."""
-    inst = mlp_instance(budget=0.9)
-    both = check(inst, solve_p2_cpsat(inst, workers=WORKERS))
-    remat_only = check(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_offload=False))
-    paging_only = check(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_recompute=False))
+    inst = p2_small
+    both = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS))
+    remat_only = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_offload=False))
+    paging_only = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_recompute=False))
     assert both.status is remat_only.status is paging_only.status is Status.OPTIMAL
     assert both.objective < remat_only.objective
     assert both.objective == paging_only.objective
@@ -124,29 +118,29 @@ def test_offload_beats_recompute_with_a_fast_link():
 
 def test_recompute_beats_offload_with_a_slow_link():
     inst = mlp_instance(budget=0.9, link_den=100)  # 256 bytes now take 25600 cycles
-    both = check(inst, solve_p2_cpsat(inst, workers=WORKERS))
-    remat_only = check(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_offload=False))
-    paging_only = check(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_recompute=False))
+    both = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS))
+    remat_only = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_offload=False))
+    paging_only = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, allow_recompute=False))
     assert both.status is Status.OPTIMAL
     assert both.objective == remat_only.objective < paging_only.objective
     assert both.stats["recomputations"] >= 1 and both.stats["transfers"] == 0
-    milp = check(inst, solve_p2_milp(inst, workers=WORKERS))
+    milp = check_counts(inst, solve_p2_milp(inst, workers=WORKERS))
     assert milp.status is Status.OPTIMAL and milp.objective == both.objective
 
 
 def test_energy_under_a_runtime_limit():
     """POET's setting: paging is cheaper in energy but slower; the limit forces recomputation."""
     free = mlp_instance(budget=0.9, objective="energy", link_den=16)
-    unlimited = check(free, solve_p2_cpsat(free, workers=WORKERS))
+    unlimited = check_counts(free, solve_p2_cpsat(free, workers=WORKERS))
     assert unlimited.status is Status.OPTIMAL and unlimited.stats["transfers"] > 0
     fast = evaluate(free, unlimited.schedule).latency_cycles
 
     latency = mlp_instance(budget=0.9, objective="latency", link_den=16)
-    best = check(latency, solve_p2_cpsat(latency, workers=WORKERS)).objective
+    best = check_counts(latency, solve_p2_cpsat(latency, workers=WORKERS)).objective
     assert best < fast
 
     limited = mlp_instance(budget=0.9, objective="energy", link_den=16, runtime_limit=best)
-    results = {name: check(limited, run(limited)) for name, run in BACKENDS.items()}
+    results = {name: check_counts(limited, run(limited)) for name, run in BACKENDS.items()}
     for result in results.values():
         assert result.status is Status.OPTIMAL
         assert result.objective > unlimited.objective
@@ -169,10 +163,10 @@ def test_budget_below_the_bound_is_infeasible(backend):
 @pytest.mark.parametrize("objective", ["latency", "energy"])
 def test_staged_cpsat_and_milp_agree_on_an_mlp(objective):
     inst = mlp_instance(budget=0.834, objective=objective)
-    timed = check(inst, solve_p2_cpsat(inst, workers=WORKERS))
-    staged = check(inst, solve_p2_cpsat(inst, workers=WORKERS, staged=True))
-    highs = check(inst, solve_p2_milp(inst, workers=WORKERS))
-    cbc = check(inst, solve_p2_milp(inst, workers=1, milp_solver="cbc"))
+    timed = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS))
+    staged = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, staged=True))
+    highs = check_counts(inst, solve_p2_milp(inst, workers=WORKERS))
+    cbc = check_counts(inst, solve_p2_milp(inst, workers=1, milp_solver="cbc"))
     assert staged.status is highs.status is cbc.status is timed.status is Status.OPTIMAL
     assert staged.objective == highs.objective == cbc.objective
     assert timed.objective <= staged.objective
@@ -191,9 +185,9 @@ def test_staged_cpsat_and_milp_agree_on_an_mlp(objective):
 @example(n=7, seed=6865, slack=0.0, objective="latency", bandwidth=(1, 2), static=1500)
 def test_cpsat_equals_milp_on_random_dags(n, seed, slack, objective, bandwidth, static):
     inst = dag_instance(n, seed, slack, objective=objective, bandwidth=bandwidth, static=static)
-    staged = check(inst, solve_p2_cpsat(inst, workers=WORKERS, staged=True, time_limit=20))
-    milp = check(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=20))
-    timed = check(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=20))
+    staged = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, staged=True, time_limit=20))
+    milp = check_counts(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=20))
+    timed = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=20))
     proven = (Status.OPTIMAL, Status.INFEASIBLE)
     if staged.status in proven and milp.status in proven:
         assert staged.status is milp.status
@@ -222,9 +216,9 @@ def test_pure_remat_staged_equals_stage_model(n, seed, slack):
     peak = store_all_peak(graph).activation_bytes
     low = p2_data(p1_instance(graph, peak)).min_budget_bytes()
     inst = p1_instance(graph, low + int(slack * (peak - low)))
-    staged = check(inst, solve_p2_cpsat(inst, workers=WORKERS, staged=True, time_limit=20))
-    milp = check(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=20))
-    timed = check(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=20))
+    staged = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, staged=True, time_limit=20))
+    milp = check_counts(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=20))
+    timed = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=20))
     proven = (Status.OPTIMAL, Status.INFEASIBLE)
     if staged.status in proven and milp.status in proven:
         assert (staged.status, staged.objective) == (milp.status, milp.objective)
@@ -234,13 +228,13 @@ def test_pure_remat_staged_equals_stage_model(n, seed, slack):
 
 def test_time_limit_returns_the_best_schedule_and_a_bound_and_takes_a_hint():
     inst = dag_instance(16, 1, 0.3, objective="latency")  # does not close in 30 s
-    first = check(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=1))
+    first = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=1))
     assert first.status is Status.FEASIBLE and first.stats["hint"] == "baseline"
     assert first.bound < first.objective
-    again = check(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=1, hint=first.schedule))
+    again = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=1, hint=first.schedule))
     assert again.stats["hint"] == "given"
     assert again.objective <= first.objective  # a complete hint is kept or improved
-    milp = check(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=1, hint=first.schedule))
+    milp = check_counts(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=1, hint=first.schedule))
     assert milp.status in (Status.FEASIBLE, Status.UNKNOWN, Status.OPTIMAL)
     assert milp.stats["warm_start"] is False  # the timed schedule is not in the stage class
 
@@ -252,7 +246,7 @@ def test_host_offload_on_the_datacenter_gpu():
     assert inst.links[0].id == "pcie"
     stuck = solve_p2_cpsat(inst, workers=WORKERS)  # the input cannot leave S
     assert stuck.status is Status.INFEASIBLE
-    result = check(inst, solve_p2_cpsat(inst, workers=WORKERS, offload_inputs=True, time_limit=20))
+    result = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, offload_inputs=True, time_limit=20))
     assert result.status is Status.OPTIMAL and result.stats["transfers"] > 0
 
 
@@ -284,8 +278,8 @@ def test_export_writes_the_stage_milp_with_its_constant(tmp_path, suffix):
         solve_p2_milp(inst, export=tmp_path / "p2.txt")
 
 
-def test_bad_options_and_instances_are_refused():
-    inst = mlp_instance()
+def test_bad_options_and_instances_are_refused(p2_small):
+    inst = p2_small
     with pytest.raises(MonetError, match="unknown option"):
         solve_p2_cpsat(inst, encoding="stages")
     with pytest.raises(MonetError, match="unknown option"):
@@ -311,8 +305,8 @@ def test_deeper_mlp_both_backends(budget, objective):
     graph = zoo.mlp(depth=4, width=64, batch=8, in_features=8)
     inst = make_instance(graph, preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P2",
                          budget=budget, objective=objective)
-    timed = check(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=60))
-    milp = check(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=60))
+    timed = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=60))
+    milp = check_counts(inst, solve_p2_milp(inst, workers=WORKERS, time_limit=60))
     assert timed.status is Status.OPTIMAL
     assert milp.status in (Status.OPTIMAL, Status.INFEASIBLE)
     if milp.status is Status.OPTIMAL:
@@ -336,9 +330,9 @@ def test_cpsat_equals_milp_on_many_random_dags(n, seed, slack, objective, bandwi
         inst = dataclasses.replace(inst, runtime_limit_cycles=op_cycles(inst) + limit_slack)
     kw = {"workers": WORKERS, "time_limit": 30, "max_computes": max_computes,
           "max_prefetches": max_prefetches}
-    staged = check(inst, solve_p2_cpsat(inst, staged=True, **kw))
-    milp = check(inst, solve_p2_milp(inst, **kw))
-    timed = check(inst, solve_p2_cpsat(inst, **kw))
+    staged = check_counts(inst, solve_p2_cpsat(inst, staged=True, **kw))
+    milp = check_counts(inst, solve_p2_milp(inst, **kw))
+    timed = check_counts(inst, solve_p2_cpsat(inst, **kw))
     proven = (Status.OPTIMAL, Status.INFEASIBLE)
     if staged.status in proven and milp.status in proven:
         assert (staged.status, staged.objective) == (milp.status, milp.objective)

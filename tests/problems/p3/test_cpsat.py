@@ -19,6 +19,7 @@ from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
 from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.schedule import load_schedule
 from monet_ilp.solve import Status, solve
+from tests.conftest import verified
 
 TWO = {"n_pe_x": 2, "n_pe_y": 1}
 
@@ -29,15 +30,17 @@ def small(objective="latency", *, depth=1, width=64, batch=8, hw=None, **kwargs)
                          **kwargs)
 
 
-def verified(result):
-    assert result.metrics is not None and result.metrics.feasible, result.message
+def solved(instance, **options):
+    """``solve(instance, "cpsat", ...)``, then :func:`verified`; it must return a schedule."""
+    result = solve(instance, "cpsat", **options)
+    assert verified(instance, result) is not None and result.metrics is not None, result.message
     assert result.status in (Status.OPTIMAL, Status.FEASIBLE), result.message
     return result
 
 
 def test_latency_optimum_is_verified_and_beats_store_all():
     inst = small()
-    result = verified(solve(inst, "cpsat", time_limit=60, workers=2))
+    result = solved(inst, time_limit=60, workers=2)
     assert result.status is Status.OPTIMAL and result.gap == 0
     assert result.objective == result.metrics.latency_cycles
     base = evaluate(inst, store_all_schedule(inst))
@@ -47,22 +50,21 @@ def test_latency_optimum_is_verified_and_beats_store_all():
 
 
 def test_energy_optimum_under_a_runtime_limit():
-    free = verified(solve(small("energy"), "cpsat", time_limit=60, workers=2))
-    fast = verified(solve(small("latency"), "cpsat", time_limit=60, workers=2))
+    free = solved(small("energy"), time_limit=60, workers=2)
+    fast = solved(small("latency"), time_limit=60, workers=2)
     assert free.status is Status.OPTIMAL and fast.status is Status.OPTIMAL
     # The ε-constraint: the energy optimum within the fastest schedule's latency costs at
     # least the unconstrained energy optimum, and keeps to the limit.
     limit = fast.metrics.latency_cycles
-    capped = verified(solve(small("energy", runtime_limit_cycles=limit), "cpsat", time_limit=60,
-                            workers=2))
+    capped = solved(small("energy", runtime_limit_cycles=limit), time_limit=60, workers=2)
     assert capped.metrics.latency_cycles <= limit
     assert capped.objective >= free.objective
     assert capped.objective == capped.metrics.energy.total_pj
 
 
 def test_pinning_weights_saves_dram_energy():
-    pinned = verified(solve(small("energy"), "cpsat", time_limit=60, workers=2))
-    unpinned = verified(solve(small("energy"), "cpsat", time_limit=60, workers=2, allow_pin=False))
+    pinned = solved(small("energy"), time_limit=60, workers=2)
+    unpinned = solved(small("energy"), time_limit=60, workers=2, allow_pin=False)
     assert pinned.schedule.pinned and not unpinned.schedule.pinned
     assert pinned.objective < unpinned.objective
 
@@ -76,7 +78,7 @@ def test_small_sram_needs_recompute_or_offload():
     budget = need + (peak - need) // 3
     tight = small(sram_budget=budget)
     assert not evaluate(tight, store_all_schedule(tight)).feasible
-    result = verified(solve(tight, "cpsat", time_limit=60, workers=2))
+    result = solved(tight, time_limit=60, workers=2)
     assert result.metrics.recomputations + result.metrics.transfers > 0
     for core in tight.cores:
         assert result.metrics.peak_bytes[core.memory] <= budget
@@ -92,14 +94,14 @@ def test_an_sram_that_no_op_fits_is_infeasible_with_the_minimum():
 def test_weighted_objective_matches_the_evaluator():
     inst = small("weighted")
     assert {"latency_ref_cycles", "energy_ref_pj"} <= set(inst.meta)
-    result = verified(solve(inst, "cpsat", time_limit=60, workers=2))
+    result = solved(inst, time_limit=60, workers=2)
     assert isinstance(result.objective, float) and result.objective <= 1.0
     assert result.bound is not None and result.bound <= result.objective
 
 
 def test_colocating_layers_never_beats_the_free_allocation():
-    free = verified(solve(small(depth=2), "cpsat", time_limit=60, workers=2))
-    layer = verified(solve(small(depth=2), "cpsat", time_limit=60, workers=2, colocate="layer"))
+    free = solved(small(depth=2), time_limit=60, workers=2)
+    layer = solved(small(depth=2), time_limit=60, workers=2, colocate="layer")
     assert free.objective <= layer.objective
     graph = small(depth=2).graph
     first = {}
@@ -114,7 +116,7 @@ def test_colocating_layers_never_beats_the_free_allocation():
 def test_heterogeneous_cores_and_a_given_hint():
     inst = small(hw=preset("hetero_quad"))
     hint = store_all_schedule(inst)
-    result = verified(solve(inst, "cpsat", time_limit=8, workers=2, hint=hint))
+    result = solved(inst, time_limit=8, workers=2, hint=hint)
     assert result.stats["hint"] == "given"
     assert result.objective <= evaluate(inst, hint).latency_cycles
 
@@ -144,7 +146,7 @@ def test_memory_aware_list_schedule_keeps_to_the_sram():
 
 def test_the_hint_is_returned_when_the_solver_finds_nothing_better():
     inst = small(depth=2, hw=preset("hetero_quad"))
-    result = verified(solve(inst, "cpsat", time_limit=0.05, workers=1))
+    result = solved(inst, time_limit=0.05, workers=1)
     assert result.bound is None or result.bound <= result.objective
 
 
