@@ -1,8 +1,9 @@
 """The one entry point: ``solve(instance, backend=...) -> Result``, verified by the evaluator.
 
 Backends (``monet_ilp.problems.*``, ``monet_ilp.heuristics``) return a
-:class:`BackendResult`; this module times them, sends their schedule through the
-evaluator, checks that the claimed objective equals the evaluator's, and computes
+:class:`BackendResult`.  This module checks a call against the registry
+(:mod:`monet_ilp.problems.registry`: class, objective, option names), times the backend,
+sends its schedule through the evaluator, checks that the claimed objective equals the evaluator's, and computes
 the gap.  A mismatch is a bug and is reported as status ``error``.
 """
 
