@@ -2,9 +2,9 @@
 
 Backends (``monet_ilp.problems.*``, ``monet_ilp.heuristics``) return a
 :class:`BackendResult`.  This module checks a call against the registry
-(:mod:`monet_ilp.problems.registry`: class, objective, option names), times the backend,
-sends its schedule through the evaluator, checks that the claimed objective equals the evaluator's, and computes
-the gap.  A mismatch is a bug and is reported as status ``error``.
+(:mod:`monet_ilp.problems.registry`: class, objective, option names), times the
+backend, sends its schedule through the evaluator, checks that the claimed objective
+equals the evaluator's, and computes the gap.  A mismatch is a bug and is reported as status ``error``.
 """
 
 from __future__ import annotations
