@@ -29,6 +29,7 @@ CODES = {
     "training_graph.md": "TG", "cost_model.md": "CM", "evaluator.md": "EV",
     "bounds.md": "BD", "time_limits.md": "TL", "random_dags.md": "RD",
     "p1_problem.md": "P1", "p1_cpsat.md": "P1C", "p1_milp.md": "P1M", "dp.md": "DP",
+    "p1_interval.md": "P1I", "p1_portfolio.md": "PF",
     "p2_problem.md": "P2", "p2_cpsat.md": "P2C", "p2_milp.md": "P2M",
     "p3_problem.md": "P3", "p3_cpsat.md": "P3C", "p3_milp.md": "P3M",
 }
