@@ -89,7 +89,11 @@ def run_cpsat(model: cp_model.CpModel, *, deadline: Deadline | None = None,
     solver = configured_solver(time_limit=limit, workers=workers, seed=seed, log=log,
                                params=params, defaults=defaults)
     began = time.perf_counter()
-    status = solver.solve(model)
+    if deadline is None:
+        status = solver.solve(model)
+    else:
+        with deadline.on_cancel(solver.stop_search):
+            status = solver.solve(model)
     return CpSatRun(solver, status, time.perf_counter() - began)
 
 

@@ -10,8 +10,10 @@ overhead a solve may add to its limit.
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from monet_ilp import progress
 
@@ -68,6 +70,8 @@ class Deadline:
         self.wrap_up = 0.0 if time_limit is None else min(self.WRAP_UP_MAX_S,
                                                           self.WRAP_UP_SHARE * float(time_limit))
         self._next_report = 0.0
+        # Shared with every sub-deadline: cancelling the call cancels its steps.
+        self._stop = _Stop()
 
     def __repr__(self) -> str:
         return f"Deadline(left={self.left()!r})"
@@ -81,14 +85,39 @@ class Deadline:
         return time.perf_counter() - self.started
 
     def left(self) -> float | None:
-        """Seconds left (0 once passed), ``None`` without a limit."""
+        """Seconds left (0 once passed or cancelled), ``None`` without a limit."""
         if self.at is None:
             return None
+        if self.cancelled:
+            return 0.0
         return max(0.0, self.at - time.perf_counter())
 
     def passed(self, margin: float = 0.0) -> bool:
-        """Whether fewer than ``margin`` seconds are left."""
-        return self.at is not None and time.perf_counter() >= self.at - margin
+        """Whether fewer than ``margin`` seconds are left (always, once cancelled)."""
+        return self.cancelled or (self.at is not None and time.perf_counter() >= self.at - margin)
+
+    @property
+    def cancelled(self) -> bool:
+        """Whether :meth:`cancel` was called (on this deadline or the one it is a step of)."""
+        return self._stop.event.is_set()
+
+    def cancel(self) -> None:
+        """End the time now: checks raise, solvers running under it are told to stop.
+
+        A portfolio cancels its other members once one of them has proven the optimum;
+        they return what they have, as at a time limit.  Safe from any thread.
+        """
+        self._stop.fire()
+
+    @contextmanager
+    def on_cancel(self, stop: Callable[[], None]) -> Iterator[None]:
+        """Call ``stop`` (e.g. a solver's ``stop_search``) if the deadline is cancelled
+        while the block runs (at once if it already is)."""
+        self._stop.add(stop)
+        try:
+            yield
+        finally:
+            self._stop.remove(stop)
 
     def solver_limit(self, share: float = 1.0, *, at_most: float | None = None) -> float | None:
         """Seconds to give a solver: ``share`` of what is left before the wrap-up, at most
@@ -100,7 +129,7 @@ class Deadline:
         """
         left = self.left()
         if left is None:
-            return at_most
+            return 0.01 if self.cancelled else at_most
         seconds = max(0.0, left - self.wrap_up) * share
         if at_most is not None:
             seconds = min(seconds, at_most)
@@ -112,6 +141,7 @@ class Deadline:
         child = Deadline(seconds)
         child.wrap_up = 0.0  # the parent's wrap-up is already set aside
         child._next_report = self._next_report
+        child._stop = self._stop
         return child
 
     def check(self, step: str, detail: Detail = None) -> None:
@@ -121,12 +151,39 @@ class Deadline:
         made or the deadline has passed, so that callers in tight loops format nothing).
         """
         now = time.perf_counter()
-        if self.at is not None and now >= self.at:
+        if (self.at is not None and now >= self.at) or self.cancelled:
             raise OutOfTime(step, _text(detail))
         if now >= self._next_report:
             self._next_report = now + self.REPORT_EVERY_S
             text = _text(detail)
             progress.report(f"{step}: {text}" if text else step)
+
+
+class _Stop:
+    """The cancellation of one call: a flag, and what to tell when it is raised."""
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self._lock = threading.Lock()
+        self._hooks: list[Callable[[], None]] = []
+
+    def add(self, hook: Callable[[], None]) -> None:
+        with self._lock:
+            self._hooks.append(hook)
+        if self.event.is_set():
+            hook()
+
+    def remove(self, hook: Callable[[], None]) -> None:
+        with self._lock:
+            if hook in self._hooks:
+                self._hooks.remove(hook)
+
+    def fire(self) -> None:
+        self.event.set()
+        with self._lock:
+            hooks = list(self._hooks)
+        for hook in hooks:
+            hook()
 
 
 def _text(detail: Detail) -> str:

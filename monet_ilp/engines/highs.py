@@ -131,10 +131,12 @@ def run_highs(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
     until = _wall_clock(deadline)
     if watch and until is not None and deadline.at is not None and not relax and stop_at is None:
         run = _run_watched(milp, threads=threads, until=until, kill_at=deadline.at + GRACE_S,
-                           start=start, log=log, gap_abs=gap_abs, options=options)
+                           start=start, log=log, gap_abs=gap_abs, options=options,
+                           cancelled=lambda: deadline.cancelled)
     else:
         run = _solve_here(milp, relax=relax, threads=threads, until=until, start=start, log=log,
-                          gap_abs=gap_abs, options=options, stop_at=stop_at)
+                          gap_abs=gap_abs, options=options, stop_at=stop_at,
+                          cancelled=lambda: deadline.cancelled)
     run.seconds = time.perf_counter() - began
     return run
 
@@ -149,9 +151,11 @@ def _wall_clock(deadline: Deadline) -> float | None:
 def _solve_here(milp: SparseMilp, *, relax: bool, threads: int, until: float | None,
                 start: Sequence[float] | None, log: bool, gap_abs: float | None,
                 options: Mapping[str, Any] | None, stop_at: Callable[[float], bool] | None = None,
-                report: Report | None = None) -> SolverRun:
-    """Run HiGHS in this process until ``until`` (``time.time()``); ``report(kind, payload)``
-    receives incumbents and bounds as they come."""
+                report: Report | None = None,
+                cancelled: Callable[[], bool] | None = None) -> SolverRun:
+    """Run HiGHS in this process until ``until`` (``time.time()``) or until ``cancelled()``
+    (a portfolio stopping it); ``report(kind, payload)`` receives incumbents and bounds as
+    they come."""
     reset_threads()
     h = highspy.Highs()
     h.setOptionValue("output_flag", bool(log))
@@ -181,7 +185,7 @@ def _solve_here(milp: SparseMilp, *, relax: bool, threads: int, until: float | N
         if report is not None and math.isfinite(event.data_out.mip_dual_bound):
             report("bound", event.data_out.mip_dual_bound)
         now = time.time()
-        if until is not None and now > until:
+        if (until is not None and now > until) or (cancelled is not None and cancelled()):
             event.interrupt()
         elif last and now - last[-1] > max(PATIENCE_S, (now - began) / 10):
             stopped.append(True)
@@ -194,7 +198,7 @@ def _solve_here(milp: SparseMilp, *, relax: bool, threads: int, until: float | N
         if stop_at is not None and stop_at(objective):
             last.append(time.time())
 
-    if until is not None or patient:
+    if until is not None or patient or cancelled is not None:
         h.cbSimplexInterrupt += interrupt
         h.cbIpmInterrupt += interrupt
         h.cbMipInterrupt += interrupt
@@ -264,8 +268,10 @@ def child_main(folder: str) -> None:
 
 def _run_watched(milp: SparseMilp, *, threads: int, until: float, kill_at: float,
                  start: Sequence[float] | None, log: bool, gap_abs: float | None,
-                 options: Mapping[str, Any] | None) -> SolverRun:
-    """Run HiGHS in a child process, killed at ``kill_at`` (``perf_counter``) if still running.
+                 options: Mapping[str, Any] | None,
+                 cancelled: Callable[[], bool] | None = None) -> SolverRun:
+    """Run HiGHS in a child process, killed at ``kill_at`` (``perf_counter``) if still running
+    (or at once when ``cancelled()``).
 
     The child gets ``until`` on the wall clock, so its own start-up (imports, the model)
     counts.  It saves every improving solution and the dual bounds it sees, so a killed
@@ -287,7 +293,8 @@ def _run_watched(milp: SparseMilp, *, threads: int, until: float, kill_at: float
         with open(where / "stderr.txt", "wb") as errors:
             child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                      stdout=None if log else subprocess.DEVNULL, stderr=errors)
-            while child.poll() is None and time.perf_counter() < kill_at:
+            while (child.poll() is None and time.perf_counter() < kill_at
+                   and not (cancelled is not None and cancelled())):
                 time.sleep(0.05)
             killed = child.poll() is None
             if killed:

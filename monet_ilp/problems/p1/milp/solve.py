@@ -426,7 +426,8 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
         ``variables``, ``binaries``, ``constraints``, ``nonzeros``, ``columns``
         (R/S/FREE/U), ``solver``, ``solver_status``, ``start``, ``stopped``, timings.
     """
-    deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    # everything below counts (time_limits.md); a portfolio passes its own (to cancel it)
+    deadline: Deadline = options.pop("_deadline", None) or Deadline(time_limit)
     began = deadline.started
     opts = parse_options(options)
     threads = int(workers) if workers else 1
