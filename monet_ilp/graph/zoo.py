@@ -43,6 +43,8 @@ __all__ = [
     "parse_params",
     "resnet18",
     "resnet18_onnx",
+    "resnet50",
+    "resnet50_onnx",
     "split_params",
     "vgg16",
     "vgg16_onnx",
@@ -357,6 +359,77 @@ def resnet18_onnx(
     x = b.node("GlobalAveragePool", [x], "avgpool")
     x = b.node("Flatten", [x], "flatten", axis=1)
     b.gemm(x, "fc", 512, classes, output="logits")
+    b.output("logits", (batch, classes))
+    return b.model
+
+
+#: ResNet-50 stages: (bottleneck width, blocks); each block outputs ``4 * width`` channels.
+RESNET50_STAGES = ((64, 3), (128, 4), (256, 6), (512, 3))
+#: Output channels of a Bottleneck block over its width (torchvision's ``expansion``).
+BOTTLENECK_EXPANSION = 4
+
+
+def resnet50_onnx(
+    batch: int = 8, image: int = 224, classes: int = 1000, *, seed: int | None = None
+) -> onnx.ModelProto:
+    """ResNet-50 as torchvision builds it (Bottleneck blocks 3-4-6-3, "v1.5"), as ONNX.
+
+    The stem is a 7x7/s2 conv, BN, ReLU and a 3x3/s2 max-pool.  Each Bottleneck block
+    is ``conv1`` 1x1 -> ``bn1`` -> ReLU -> ``conv2`` 3x3 (with the block's stride, as in
+    torchvision's v1.5) -> ``bn2`` -> ReLU -> ``conv3`` 1x1 to ``4 * width`` channels ->
+    ``bn3``, plus the skip (``downsample.0`` 1x1 conv with the stride and
+    ``downsample.1`` BN on the first block of each stage), then Add and ReLU.  Stages
+    have widths 64, 128, 256, 512 and strides 1, 2, 2, 2; a global average pool and one
+    fully connected layer end the network.  Convs have no bias; every conv is followed
+    by a BatchNorm.
+
+    Parameters
+    ----------
+    batch
+        Batch size.
+    image
+        Input side (224 for ImageNet).  Every conv and pool is padded and the pool at
+        the end is global, so any positive side gives valid shapes.
+    classes
+        Number of classes (at least 2).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input`` ``(batch, 3, image, image)``, output ``logits``
+        ``(batch, classes)``; nodes named like torchvision's modules (``conv1``,
+        ``layer3.0.conv2``, ``layer3.0.downsample.0``, ``fc``).  25,557,032 trainable
+        parameters at 1000 classes, as torchvision publishes.
+    """
+    batch, image = _int(batch, "resnet50.batch"), _int(image, "resnet50.image")
+    classes = _int(classes, "resnet50.classes", minimum=2)
+    b = _Onnx("resnet50", _seed(seed, "resnet50.seed"))
+    x = b.input("input", (batch, 3, image, image))
+    x = b.node("Relu", [b.bn(b.conv(x, "conv1", 3, 64, 7, 2, 3), "bn1", 64)], "relu")
+    x = b.node("MaxPool", [x], "maxpool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for stage, (width, blocks) in enumerate(RESNET50_STAGES, start=1):
+        cout = width * BOTTLENECK_EXPANSION
+        for block in range(blocks):
+            stride = 2 if stage > 1 and block == 0 else 1
+            p = f"layer{stage}.{block}"
+            y = b.bn(b.conv(x, f"{p}.conv1", cin, width, 1), f"{p}.bn1", width)
+            y = b.node("Relu", [y], f"{p}.relu1")
+            y = b.bn(b.conv(y, f"{p}.conv2", width, width, 3, stride, 1), f"{p}.bn2", width)
+            y = b.node("Relu", [y], f"{p}.relu2")
+            y = b.bn(b.conv(y, f"{p}.conv3", width, cout, 1), f"{p}.bn3", cout)
+            skip = x
+            if block == 0:  # stride 2, or 64 -> 256 channels in layer1
+                skip = b.conv(x, f"{p}.downsample.0", cin, cout, 1, stride, 0)
+                skip = b.bn(skip, f"{p}.downsample.1", cout)
+            y = b.node("Add", [y, skip], f"{p}.add")
+            x = b.node("Relu", [y], f"{p}.relu3")
+            cin = cout
+    x = b.node("GlobalAveragePool", [x], "avgpool")
+    x = b.node("Flatten", [x], "flatten", axis=1)
+    b.gemm(x, "fc", cin, classes, output="logits")
     b.output("logits", (batch, classes))
     return b.model
 
@@ -699,6 +772,27 @@ def resnet18(
     return _import_graph(resnet18_onnx(variant, batch, classes), "resnet18", import_options)
 
 
+def resnet50(
+    batch: int = 8, image: int = 224, classes: int = 1000, **import_options: Any
+) -> TrainingGraph:
+    """The training graph of :func:`resnet50_onnx` (``import_options`` go to ``from_onnx``).
+
+    Parameters
+    ----------
+    batch, image, classes
+        As in :func:`resnet50_onnx`.
+    **import_options
+        ``optimizer``, ``granularity``, ``dtype``, ``loss``, ``allow_unknown``, and
+        ``name`` (the graph's name).
+
+    Returns
+    -------
+    TrainingGraph
+        Named ``resnet50`` unless ``name`` is given.
+    """
+    return _import_graph(resnet50_onnx(batch, image, classes), "resnet50", import_options)
+
+
 def vgg16(
     batch: int = 8, image: int = 224, classes: int = 1000, **import_options: Any
 ) -> TrainingGraph:
@@ -781,6 +875,7 @@ def gpt2(
 _ENTRIES: dict[str, tuple[Callable[..., onnx.ModelProto], Callable[..., Any], dict[str, Any]]] = {
     "mlp": (mlp_onnx, mlp, {}),
     "resnet18": (resnet18_onnx, resnet18, {}),
+    "resnet50": (resnet50_onnx, resnet50, {}),
     "vgg16": (vgg16_onnx, vgg16, {}),
     "mobilenet_v2": (mobilenet_v2_onnx, mobilenet_v2, {}),
     "gpt2": (gpt2_onnx, gpt2, {}),

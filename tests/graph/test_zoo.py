@@ -289,6 +289,7 @@ def test_registry_names():
     assert set(zoo.MODELS) == {
         "mlp",
         "resnet18",
+        "resnet50",
         "vgg16",
         "mobilenet_v2",
         "gpt2",
@@ -300,7 +301,8 @@ def test_registry_names():
 
 @pytest.mark.parametrize(
     "bad, suggestion",
-    [("resnet", "resnet18"), ("gpt2-small", "gpt2_small"), ("mobilenet", "mobilenet_v2")],
+    [("resnet-50", "resnet50"), ("resnet_18", "resnet18"), ("gpt2-small", "gpt2_small"),
+     ("mobilenet", "mobilenet_v2")],
 )
 def test_unknown_model_lists_names_and_suggests(bad, suggestion):
     for call in (zoo.onnx_model, zoo.build):
@@ -474,6 +476,7 @@ def test_import_options_are_forwarded():
     [
         ("mlp", {"depth": 2, "width": 32}),
         ("resnet18", {"variant": "imagenet", "batch": 1}),
+        ("resnet50", {"image": 64, "batch": 1}),
         ("vgg16", {"image": 32, "batch": 1}),
         ("mobilenet_v2", {"image": 64, "batch": 2}),
         ("gpt2", {"n_layer": 1, "d_model": 64, "n_head": 2, "seq": 8, "vocab": 50, "batch": 2}),
