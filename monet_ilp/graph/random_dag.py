@@ -1,23 +1,44 @@
 """Random layered DAGs, the synthetic benchmark graphs of the rematerialisation literature.
 
-A graph builder: :func:`random_layered` makes a seeded
-:class:`~monet_ilp.graph.ir.TrainingGraph` in the style of Moccasin's random layered
-graphs, with node-link style ops (one output per node, supplied costs), so it
-round-trips through :mod:`monet_ilp.graph.node_link` unchanged.  See
-``formulations/random_dags.md`` for the generative process and its edge density.
+Graph builders that make seeded :class:`~monet_ilp.graph.ir.TrainingGraph` objects
+with node-link style ops (one output per node, supplied costs), so they round-trip
+through :mod:`monet_ilp.graph.node_link` unchanged:
+
+- :func:`random_layered`, the project's first generator (layer widths drawn from a
+  range, one mandatory edge from the previous layer plus optional edges);
+- :func:`random_layered_literature`, the parameterisation of the literature's random
+  layered graphs (Gagrani et al., 2022, Appendix A; the graphs Moccasin evaluates
+  on): width ratio, level variance, edge density, skip-connection density
+  (``formulations/random_dags.md``, RD.L1-RD.C1).
+
+See ``formulations/random_dags.md`` for both generative processes.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import TrainingGraph
 from monet_ilp.graph.node_link import node_op
 
-__all__ = ["random_layered"]
+__all__ = [
+    "DEFAULT_WIDTH_RATIO",
+    "MOCCASIN_WIDTH_RATIO",
+    "consecutive_edge_count",
+    "random_layered",
+    "random_layered_literature",
+]
+
+#: Width ratio of each random layered graph Moccasin published (Bartan et al., 2023), by
+#: ``n``; :func:`random_layered_literature` uses it when ``width_ratio`` is not given.
+MOCCASIN_WIDTH_RATIO: Mapping[int, float] = {100: 0.27, 250: 0.43, 500: 0.36, 1000: 0.31}
+#: Width ratio for any other ``n``: about the mean of the four published ones (0.3425).
+DEFAULT_WIDTH_RATIO = 0.34
 
 
 def random_layered(
@@ -165,6 +186,241 @@ def random_layered(
     return TrainingGraph.build(f"random_layered_n{n}_s{seed}", ops, tensors, meta)
 
 
+def random_layered_literature(
+    n: int,
+    *,
+    seed: int = 0,
+    width_ratio: float | None = None,
+    level_variance: float = 0.75,
+    edge_density: float = 0.2,
+    skip_density: float = 0.14,
+    duration: tuple[int, int] = (1, 100),
+    size: tuple[int, int] = (1, 100),
+) -> TrainingGraph:
+    """Generate a random layered DAG in the literature's parameterisation (RD.L1-RD.C1).
+
+    The random layered graphs of Gagrani et al. (2022, Appendix A), on which Moccasin
+    (Bartan et al., 2023) evaluates, with the four parameters Moccasin's instance
+    names carry (``w``, ``nlv``, ``ed``, ``scd``).  The generative process
+    (``formulations/random_dags.md``):
+
+    1. (RD.L1) Node 0 is the single source, alone in level 0; node ``n - 1`` is the
+       single sink, alone in the last level.  The ``n - 2`` other nodes go into
+       interior levels; the width ratio ``W`` sets their expected number
+       ``L = ceil(sqrt(n * (1 - W) / W))``, so that ``W / (1 - W)`` is the mean
+       level width ``n / L`` over the number of levels.
+    2. (RD.L2) Each interior level's width is drawn uniformly from the integers
+       ``k`` with ``ceil(lo) <= k < floor(hi)``, where ``lo, hi = (n / L) * (1 -+
+       level_variance)`` (at least one integer, and ``k >= 1``); levels are filled in
+       order and the last interior level takes what is left.
+    3. (RD.E1) Two consecutive levels of widths ``a`` and ``b`` get exactly
+       ``round(edge_density * a * b + (1 - edge_density) * max(a, b))`` edges: from
+       ``max(a, b)`` (every node of both levels touched) at density 0 to all
+       ``a * b`` at density 1.  Each node of the wider level gets an equal share
+       (the remainder going to nodes drawn at random) and connects to that many
+       consecutive nodes of the narrower level around its proportional position.
+       So every node but the source reads a node of the previous level, and every
+       node but the sink is read by one of the next level.
+    4. (RD.E2) Skip connections: ``round(E1 * skip_density / (1 - skip_density))``
+       further edges, ``E1`` the number from step 3, so that they are a fraction
+       ``skip_density`` of all edges (rounded, halves up).  Each joins a node drawn
+       uniformly from an interior level drawn uniformly to a node of a later
+       interior level at least two levels further on (drawn uniformly); a pair
+       already joined is drawn again.  With fewer than three interior levels there
+       are none.
+    5. (RD.C1) Every node gets an integer compute cost (``op.cost``) and output size
+       (bytes) drawn uniformly from the inclusive ranges ``duration`` and ``size``.
+
+    Node ids are ``"0" .. str(n - 1)`` in level order, which is also the op order
+    (a topological order); ops are forward, ``op_type`` ``"node"``, ``layer``
+    ``"layer<i>"`` (``layer0`` the source), exactly as
+    :func:`~monet_ilp.graph.node_link.from_node_link` builds them.  Every draw comes
+    from ``random.Random(seed).random()``, so the graph depends only on the
+    arguments.
+
+    Parameters
+    ----------
+    n
+        Number of nodes, source and sink included; at least 2.
+    seed
+        Seed of the random stream.
+    width_ratio
+        ``W`` in ``(0, 1)``: larger means fewer, wider levels.  ``None`` takes
+        :data:`MOCCASIN_WIDTH_RATIO` ``[n]`` for Moccasin's sizes (0.27 at n = 100,
+        0.43 at 250, 0.36 at 500, 0.31 at 1000) and :data:`DEFAULT_WIDTH_RATIO`
+        otherwise.
+    level_variance
+        Relative spread of the level widths around ``n / L``, in ``[0, 1]``
+        (0: every full level has the same width).
+    edge_density
+        Density of the edges between consecutive levels, in ``[0, 1]``.
+    skip_density
+        Fraction of all edges that skip at least one level, in ``[0, 1)``.
+    duration
+        Inclusive range of compute costs; ``0 <= min <= max``.
+    size
+        Inclusive range of output sizes in bytes; ``1 <= min <= max``.
+
+    Returns
+    -------
+    TrainingGraph
+        Named ``f"random_layered_n{n}_w{W:g}_nlv{level_variance:g}_ed{edge_density:g}
+        _scd{skip_density:g}_s{seed}"`` (Moccasin's instance name plus the seed);
+        ``meta`` records ``source`` (``"random_layered_literature"``), every
+        parameter (``width_ratio`` as used), and the resulting ``levels`` (source and
+        sink levels included), ``edges`` and ``skip_edges`` counts.
+
+    Raises
+    ------
+    MonetError
+        A parameter is out of range; the error's ``field`` names it.
+
+    Notes
+    -----
+    Only when nearly every pair of nodes two or more levels apart is already joined
+    can step 4 stop short of its count: it gives up after ``20 * count + 100``
+    draws, and ``meta["skip_edges"]`` says how many it placed.
+    """
+    _check_int("n", n, minimum=2)
+    _check_int("seed", seed)
+    if width_ratio is None:
+        width_ratio = MOCCASIN_WIDTH_RATIO.get(n, DEFAULT_WIDTH_RATIO)
+    _check_fraction(
+        "width_ratio", width_ratio, "must be a number in (0, 1)", open_low=True, open_high=True
+    )
+    _check_fraction("level_variance", level_variance, "must be a number in [0, 1]")
+    _check_fraction("edge_density", edge_density, "must be a number in [0, 1]")
+    _check_fraction("skip_density", skip_density, "must be a number in [0, 1)", open_high=True)
+    _check_range("duration", duration, minimum=0)
+    _check_range("size", size, minimum=1)
+
+    rng = random.Random(seed)
+
+    def uniform_int(low: int, high: int) -> int:
+        return low + min(int(rng.random() * (high - low + 1)), high - low)
+
+    # RD.L1-L2: the levels.
+    expected_levels = max(1, math.ceil(math.sqrt(n * (1 - width_ratio) / width_ratio)))
+    mean_width = n / expected_levels
+    low = max(1, math.ceil(mean_width * (1 - level_variance)))
+    high = max(low, math.floor(mean_width * (1 + level_variance)) - 1)
+    levels: list[list[int]] = [[0]]
+    placed = 1
+    while placed < n - 1:
+        width = min(uniform_int(low, high), n - 1 - placed)
+        levels.append(list(range(placed, placed + width)))
+        placed += width
+    levels.append([n - 1])
+
+    # RD.E1: consecutive levels.
+    preds: dict[int, set[int]] = {v: set() for v in range(n)}
+    consecutive = 0
+    for earlier, later in itertools.pairwise(levels):
+        for u, v in _consecutive_edges(earlier, later, edge_density, uniform_int):
+            preds[v].add(u)
+            consecutive += 1
+
+    # RD.E2: skip connections between interior levels 1 .. len(levels) - 2.
+    skip_target = math.floor(consecutive * skip_density / (1 - skip_density) + 0.5)
+    skips = 0
+    interior = len(levels) - 2
+    if interior >= 3 and skip_target > 0:
+        for _ in range(20 * skip_target + 100):
+            i = uniform_int(1, interior - 2)
+            j = uniform_int(i + 2, interior)
+            u = levels[i][uniform_int(0, len(levels[i]) - 1)]
+            v = levels[j][uniform_int(0, len(levels[j]) - 1)]
+            if u not in preds[v]:
+                preds[v].add(u)
+                skips += 1
+                if skips == skip_target:
+                    break
+
+    # RD.C1: costs and sizes, in node order.
+    ops, tensors = [], []
+    level_of = {v: i for i, level in enumerate(levels) for v in level}
+    for v in range(n):
+        op, tensor = node_op(
+            str(v),
+            cost=uniform_int(*duration),
+            size=uniform_int(*size),
+            inputs=[str(u) for u in sorted(preds[v])],
+            layer=f"layer{level_of[v]}",
+        )
+        assert tensor is not None  # a node with a size writes one tensor
+        ops.append(op)
+        tensors.append(tensor)
+
+    meta: dict[str, Any] = {
+        "source": "random_layered_literature",
+        "n": n,
+        "seed": seed,
+        "width_ratio": width_ratio,
+        "level_variance": level_variance,
+        "edge_density": edge_density,
+        "skip_density": skip_density,
+        "duration": list(duration),
+        "size": list(size),
+        "levels": len(levels),
+        "edges": consecutive + skips,
+        "skip_edges": skips,
+    }
+    name = (
+        f"random_layered_n{n}_w{width_ratio:g}_nlv{level_variance:g}_ed{edge_density:g}"
+        f"_scd{skip_density:g}_s{seed}"
+    )
+    return TrainingGraph.build(name, ops, tensors, meta)
+
+
+def consecutive_edge_count(a: int, b: int, edge_density: float) -> int:
+    """Edges between consecutive levels of widths ``a`` and ``b`` (RD.E1).
+
+    Parameters
+    ----------
+    a, b
+        The two levels' widths (positive).
+    edge_density
+        In ``[0, 1]``.
+
+    Returns
+    -------
+    int
+        ``round(edge_density * a * b + (1 - edge_density) * max(a, b))``, halves up;
+        between ``max(a, b)`` and ``a * b``.
+    """
+    exact = edge_density * a * b + (1 - edge_density) * max(a, b)
+    return min(a * b, max(max(a, b), math.floor(exact + 0.5)))
+
+
+def _consecutive_edges(
+    earlier: list[int],
+    later: list[int],
+    edge_density: float,
+    uniform_int: Callable[[int, int], int],
+) -> list[tuple[int, int]]:
+    """The edges from ``earlier`` to ``later`` (RD.E1), as ``(u, v)`` pairs."""
+    total = consecutive_edge_count(len(earlier), len(later), edge_density)
+    wide, narrow = (earlier, later) if len(earlier) >= len(later) else (later, earlier)
+    b, s = len(wide), len(narrow)
+    share = [total // b] * b
+    # The remainder goes to distinct nodes of the wider level, drawn without replacement.
+    pool = list(range(b))
+    for k in range(total % b):
+        pick = uniform_int(k, b - 1)
+        pool[k], pool[pick] = pool[pick], pool[k]
+        share[pool[k]] += 1
+    edges = []
+    for i, count in enumerate(share):
+        # The nearest narrow position to i's, halves up: consecutive centres differ by
+        # at most 1 (s <= b), so every narrow node is some wide node's centre.
+        centre = 0 if b == 1 else (2 * i * (s - 1) + b - 1) // (2 * (b - 1))
+        start = min(max(centre - (count - 1) // 2, 0), s - count)
+        for k in range(start, start + count):
+            x, y = wide[i], narrow[k]
+            edges.append((x, y) if wide is earlier else (y, x))
+    return edges
+
+
 # -------------------------------------------------------------------- validation
 def _bad(name: str, value: Any, requirement: str) -> MonetError:
     return MonetError(
@@ -202,3 +458,18 @@ def _check_probability(name: str, value: Any) -> None:
         or not 0 <= value <= 1
     ):
         raise _bad(name, value, "must be a probability in [0, 1]")
+
+
+def _check_fraction(
+    name: str, value: Any, requirement: str, *, open_low: bool = False, open_high: bool = False
+) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+        or value > 1
+        or (open_low and value == 0)
+        or (open_high and value == 1)
+    ):
+        raise _bad(name, value, requirement)
