@@ -209,12 +209,13 @@ def random_layered_literature(
        interior levels; the width ratio ``W`` sets their expected number
        ``L = ceil(sqrt(n * (1 - W) / W))``, so that ``W / (1 - W)`` is the mean
        level width ``n / L`` over the number of levels.
-    2. (RD.L2) Each interior level's width is drawn uniformly from the integers
-       ``k`` with ``ceil(lo) <= k < floor(hi)``, where ``lo, hi = (n / L) * (1 -+
-       level_variance)`` (at least one integer, and ``k >= 1``); levels are filled in
-       order and the last interior level takes what is left.
+    2. (RD.L2) With ``w = n / L``, each interior level's width is drawn uniformly
+       from the integers ``lo .. hi``, ``lo = max(1, ceil(w * (1 - level_variance)))``
+       and ``hi = max(lo, floor(w * (1 + level_variance)) - 1)``; levels are filled
+       in order and the last interior level takes what is left.
     3. (RD.E1) Two consecutive levels of widths ``a`` and ``b`` get exactly
-       ``round(edge_density * a * b + (1 - edge_density) * max(a, b))`` edges: from
+       ``round(edge_density * a * b + (1 - edge_density) * max(a, b))`` edges
+       (:func:`consecutive_edge_count`): from
        ``max(a, b)`` (every node of both levels touched) at density 0 to all
        ``a * b`` at density 1.  Each node of the wider level gets an equal share
        (the remainder going to nodes drawn at random) and connects to that many
@@ -264,8 +265,9 @@ def random_layered_literature(
     Returns
     -------
     TrainingGraph
-        Named ``f"random_layered_n{n}_w{W:g}_nlv{level_variance:g}_ed{edge_density:g}
-        _scd{skip_density:g}_s{seed}"`` (Moccasin's instance name plus the seed);
+        Named like Moccasin's instance plus the seed,
+        ``random_layered_n{n}_w{W}_nlv{level_variance}_ed{edge_density}_scd{skip_density}_s{seed}``
+        (numbers in ``:g`` format, e.g. ``random_layered_n250_w0.43_nlv0.75_ed0.2_scd0.14_s0``);
         ``meta`` records ``source`` (``"random_layered_literature"``), every
         parameter (``width_ratio`` as used), and the resulting ``levels`` (source and
         sink levels included), ``edges`` and ``skip_edges`` counts.
