@@ -18,7 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.load import KINDS, load_graph
+from monet_ilp.graph.load import GENERATED, KINDS, load_graph
 from monet_ilp.hardware.presets import preset
 from monet_ilp.hardware.schema import load_hardware
 from monet_ilp.make import make_instance
@@ -46,7 +46,8 @@ RECORD_VERSION = 1
 
 #: Backends that take a random seed, and the option it is passed as.  For the
 #: others a manifest's ``seeds`` are plain repetitions (useful to measure time).
-SEEDED_BACKENDS: Mapping[str, str] = MappingProxyType({"cpsat": "seed", "heuristic:lp-round": "seed"})
+SEEDED_BACKENDS: Mapping[str, str] = MappingProxyType({"cpsat": "seed", "auto": "seed", "lns": "seed",
+                                                        "interval": "seed", "heuristic:lp-round": "seed"})
 
 #: Bumped whenever the meaning of a key changes, so old results are never mistaken for new.
 _KEY_SCHEME = "monet-ilp/batch-job/1"
@@ -113,10 +114,10 @@ class Job:
         """A short human name: model, hardware, budget, objective, backend."""
         p = self.params
         model = p["model"]
-        kind = next(k for k in ("zoo", "chain", "random", "onnx", "node_link", "graph") if k in model)
+        kind = next(k for k in KINDS if k in model)
         what = model[kind] if isinstance(model[kind], str) else kind
-        if kind in ("chain", "random"):
-            main = model[kind].get("length", model[kind].get("n"))
+        if kind in GENERATED:
+            main = model[kind].get(GENERATED[kind])
             what = f"{kind}{main}"
         hw = p["hardware"]
         parts = [what, "-" if hw is None else hw.get("name", "hw"), p["problem"]]
@@ -135,7 +136,7 @@ def build_graph(model: Mapping[str, Any], path: str | None) -> TrainingGraph:
     if kind is None:
         raise MonetError(f"unknown model spec {sorted(model)}", field="model",
                          fix=f"use one of {', '.join(KINDS)}")
-    if kind in ("chain", "random"):
+    if kind in GENERATED:
         return load_graph(kind, **dict(model[kind]))
     source = model[kind] if kind == "zoo" else path or model[kind]
     return load_graph(kind, source, **dict(model.get("params", {})))

@@ -25,7 +25,7 @@ import yaml
 from monet_ilp.batch.job import Job, job_key
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import zoo
-from monet_ilp.graph.load import KINDS, builder
+from monet_ilp.graph.load import GENERATED, KINDS, builder
 from monet_ilp.hardware.presets import PRESETS, preset
 from monet_ilp.hardware.schema import load_hardware
 from monet_ilp.make import parse_budget
@@ -270,7 +270,7 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
             raise w.error(entry, kind, f"{keypath}.zoo", f"unknown zoo model {value!r}",
                           (f"did you mean {close[0]!r}? " if close else "") + f"models: {', '.join(zoo.MODELS)}")
         allowed = _allowed_params(zoo.MODELS[value], drop=("name",)) + tuple(zoo.IMPORT_OPTIONS)
-    elif kind in ("chain", "random"):
+    elif kind in GENERATED:
         if value is None:
             value = _Map()
         if not isinstance(value, _Map):
@@ -297,8 +297,8 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
                               if isinstance(value, str) else f"unknown parameter {key!r} of {kind}",
                               (f"did you mean {close[0]!r}? " if close else "")
                               + (f"parameters: {', '.join(allowed)}" if allowed else "this kind takes none"))
-        if kind in ("chain", "random"):
-            required = "length" if kind == "chain" else "n"
+        if kind in GENERATED:
+            required = GENERATED[kind]
             if required not in params:
                 raise w.error(entry, kind, f"{keypath}.{kind}", f"{kind} needs {required!r}",
                               f"give {required}, fixed or in sweep")
@@ -306,7 +306,7 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
         elif kind == "zoo":
             spec = {"zoo": value, "params": _plain(params)}
         else:
-            assert path is not None  # every kind but zoo, chain and random names a file
+            assert path is not None  # every kind but zoo and the generated ones names a file
             spec = {kind: value, "sha256": _sha256(path)}
             if params:
                 spec["params"] = _plain(params)

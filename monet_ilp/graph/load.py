@@ -8,6 +8,7 @@ kind       ``source``                                   builder (its keywords ar
 zoo        a zoo model name (``resnet18``)              :func:`monet_ilp.graph.zoo.build`
 chain      none                                         :func:`monet_ilp.graph.chain.chain_graph`
 random     none                                         :func:`monet_ilp.graph.random_dag.random_layered`
+random_literature none                                  :func:`monet_ilp.graph.random_dag.random_layered_literature`
 onnx       an ``.onnx`` file                            :func:`monet_ilp.graph.onnx_import.from_onnx`
 node_link  a Checkmate/Moccasin node-link JSON file     :func:`monet_ilp.graph.node_link.from_node_link`
 graph      a monet-ilp training-graph JSON file         :meth:`monet_ilp.graph.ir.TrainingGraph.load`
@@ -29,21 +30,26 @@ from monet_ilp.graph.chain import chain_graph
 from monet_ilp.graph.ir import FORMAT_NAME, TrainingGraph, read_json
 from monet_ilp.graph.node_link import from_node_link
 from monet_ilp.graph.onnx_import import from_onnx
-from monet_ilp.graph.random_dag import random_layered
+from monet_ilp.graph.random_dag import random_layered, random_layered_literature
 
-__all__ = ["FILE", "KINDS", "builder", "load_graph"]
+__all__ = ["FILE", "GENERATED", "KINDS", "builder", "load_graph"]
 
 #: The kinds of graph source, in the order a model spec is read.
-KINDS = ("zoo", "chain", "random", "onnx", "node_link", "graph")
+KINDS = ("zoo", "chain", "random", "random_literature", "onnx", "node_link", "graph")
+#: The kinds generated from parameters alone (no name, no file), and the parameter that
+#: sizes each.
+GENERATED = {"chain": "length", "random": "n", "random_literature": "n"}
 #: A file of any kind (ONNX, training graph or node-link), told apart by its content.
 FILE = "file"
 
 _BUILDERS: dict[str, Callable[..., TrainingGraph]] = {
-    "zoo": zoo.build, "chain": chain_graph, "random": random_layered, "onnx": from_onnx,
+    "zoo": zoo.build, "chain": chain_graph, "random": random_layered,
+    "random_literature": random_layered_literature, "onnx": from_onnx,
     "node_link": from_node_link, "graph": TrainingGraph.load,
 }
 #: Parameters given as pairs (JSON and YAML have lists, not tuples).
-_PAIRS = {"chain": ("costs", "sizes"), "random": ("width", "duration", "size")}
+_PAIRS = {"chain": ("costs", "sizes"), "random": ("width", "duration", "size"),
+          "random_literature": ("duration", "size")}
 
 
 def builder(kind: str) -> Callable[..., TrainingGraph]:
