@@ -56,7 +56,7 @@ def backends() -> tuple[str, ...]:
 
 def solve(
     instance: Instance,
-    backend: str = "cpsat",
+    backend: str = "auto",
     *,
     time_limit: float | None = None,
     workers: int | None = None,
@@ -70,7 +70,9 @@ def solve(
     instance
         The problem.
     backend
-        ``cpsat``, ``milp``, ``dp``, or ``heuristic:<name>`` (see :func:`backends`).
+        ``auto`` (the default: on P1 the portfolio of ``formulations/p1_portfolio.md``,
+        on P2 and P3 ``cpsat``), ``cpsat``, ``milp``, ``dp``, ``interval``, ``lns``, or
+        ``heuristic:<name>`` (see :func:`backends`).
     time_limit
         Seconds for the whole call, model building and the evaluator's check included;
         it returns within ``time_limit + max(2, 0.1 * time_limit)`` seconds

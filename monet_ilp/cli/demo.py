@@ -40,7 +40,7 @@ def run_demo(*, sram_bytes: int = 3 * 2**20, time_limit: float = 45.0,
                       f"{r.seconds:.1f}")
     show(table, console)
     console.print(f"certified lower bounds: latency >= {info['latency_bound'] / 1e6:.3f} Mcycles (best of the "
-                  f"critical path, the work bound and CP-SAT's bound; cpsat ended {info['cpsat_status']}), energy >= "
+                  f"critical path, the work bound and CP-SAT's bound; auto (cpsat) ended {info['solve_status']}), energy >= "
                   f"{info['energy_bound'] / 1e6:,.1f} uJ (cheapest run of every op, pinning knapsack, input moves). "
                   f"Gaps are (value - bound) / value.", highlight=False)
     console.print(f"GA: {info['ga_evaluations']} evaluations"

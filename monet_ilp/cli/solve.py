@@ -56,8 +56,9 @@ def instance_from(path: str, budget: str | None) -> Instance:
 
 @click.command("solve")
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--backend", default="cpsat", show_default=True,
-              help="cpsat, milp, dp, or heuristic:store_all|sqrt|greedy|memory_aware|lp-round.")
+@click.option("--backend", default="auto", show_default=True,
+              help="auto (P1: the portfolio; P2/P3: cpsat), cpsat, milp, dp, interval, lns, or "
+                   "heuristic:store_all|sqrt|greedy|evict|memory_aware|lp-round (`monet-ilp backends`).")
 @click.option("--time-limit", type=SECONDS, default=60.0, show_default=True,
               help="Seconds for the whole solve, model building included (formulations/time_limits.md).")
 @click.option("--workers", type=POSITIVE, default=2, show_default=True, help="Solver threads.")

@@ -9,13 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.heuristics import HEURISTICS, memory_aware_schedule
+from monet_ilp.heuristics.evict import evict_sequence
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["greedy", "memory_aware", "sqrt", "store_all"]
+__all__ = ["evict", "greedy", "memory_aware", "sqrt", "store_all"]
 
 
 def _run(name: str, schedule: Schedule | Sequence) -> BackendResult:
@@ -40,3 +41,12 @@ def greedy(instance: Instance, **_: Any) -> BackendResult:
 def memory_aware(instance: Instance, **_: Any) -> BackendResult:
     """The multi-core list scheduler that keeps to the SRAM (P3)."""
     return _run("memory_aware", memory_aware_schedule(instance))
+
+
+def evict(instance: Instance, **_: Any) -> BackendResult:
+    """Feasible first on P1: eviction and recomputation on demand (``heuristics/evict.py``)."""
+    sequence = evict_sequence(instance)
+    if sequence is None:
+        return BackendResult(Status.UNKNOWN, message="no eviction rule found a schedule within the budget "
+                             "(try `monet-ilp min-budget`)", source="heuristic:evict")
+    return _run("evict", sequence)

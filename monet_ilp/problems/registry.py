@@ -83,6 +83,12 @@ _P3_CPSAT_OPTIONS = ("max_computes", "max_transfers", "colocate", "allow_recompu
 _P3_MILP_OPTIONS = ("milp_solver", "max_computes", "max_transfers", "colocate", "allow_recompute",
                     "allow_offload", "allow_pin", "export", "msg")
 
+# Written out here (the registry imports no backend module): the backends check the same lists.
+_P1_INTERVAL_OPTIONS = ("max_computes", "fixed_order", "tight_ends", "use_baseline_hint", "log", "seed",
+                        "params")
+_P1_LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
+_P1_AUTO_OPTIONS = ("max_computes", "members", "all_bound", "seed", "log")
+
 _K3 = "class P3.K3: at most max_computes runs per op, max_transfers per tensor, colocate"
 
 #: The built-in backends, one row per (backend, problem class).
@@ -110,6 +116,24 @@ BACKENDS: tuple[BackendSpec, ...] = (
     *(BackendSpec(f"heuristic:{name}", problem, f"monet_ilp.heuristics.backends:{name}", _ALL, (),
                   None, "monet_ilp/heuristics/")
       for name in ("store_all", "sqrt", "greedy", "memory_aware") for problem in Problem),
+    BackendSpec("heuristic:evict", Problem.P1, "monet_ilp.heuristics.backends:evict", _P1_OBJECTIVES,
+                (), None, "monet_ilp/heuristics/evict.py"),
+    BackendSpec("interval", Problem.P1, "monet_ilp.problems.p1.interval:solve_interval", _P1_OBJECTIVES,
+                _P1_INTERVAL_OPTIONS, "sequences with at most max_computes computations per op "
+                "(first computations in order, or free with fixed_order=False)",
+                "formulations/p1_interval.md"),
+    BackendSpec("lns", Problem.P1, "monet_ilp.problems.p1.lns:solve_lns", _P1_OBJECTIVES,
+                _P1_LNS_OPTIONS, "proves only what every schedule needs (every op once), or a "
+                "window covering the whole plan; searches the interval class",
+                "formulations/p1_interval.md"),
+    # auto: the P1 portfolio; on P2 and P3 the CP-SAT model (their portfolio is to come).
+    BackendSpec("auto", Problem.P1, "monet_ilp.problems.p1.auto:solve_auto", _P1_OBJECTIVES,
+                _P1_AUTO_OPTIONS, "the union of its members' classes (stats['bound_class']); "
+                "stats['bound_all'] holds for every P1 schedule", "formulations/p1_portfolio.md"),
+    BackendSpec("auto", Problem.P2, "monet_ilp.problems.p2.cpsat:solve_p2_cpsat", _P2_OBJECTIVES,
+                _P2_CPSAT_OPTIONS, "as cpsat on P2", "formulations/p2_cpsat.md"),
+    BackendSpec("auto", Problem.P3, "monet_ilp.problems.p3.cpsat:solve_p3_cpsat", _P3_OBJECTIVES,
+                _P3_CPSAT_OPTIONS, "as cpsat on P3: " + _K3, "formulations/p3_cpsat.md"),
 )
 
 _REGISTRY: dict[tuple[str, Problem], BackendSpec] = {(s.name, s.problem): s for s in BACKENDS}

@@ -113,7 +113,7 @@ def test_demo_runs(tmp_path):
     for row in ("store-all", "Chen sqrt(n)", "GA (fastest point)", "cpsat", "feasible", "over SRAM",
                 "certified lower bounds"):
         assert row in result.stdout
-    assert (tmp_path / "demo" / "gantt_cpsat.png").stat().st_size > 10_000
+    assert (tmp_path / "demo" / "gantt_auto.png").stat().st_size > 10_000
     assert (tmp_path / "demo" / "pareto_ga.png").stat().st_size > 10_000
 
 

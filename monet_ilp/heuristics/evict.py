@@ -1,0 +1,539 @@
+"""Feasible first: a P1 schedule within the budget by eviction and recomputation on demand.
+
+A constructive heuristic (Instance -> Sequence) in the spirit of dynamic tensor
+rematerialisation (M. Kirisame, S. Lyubomirsky, A. Haan, J. Brennan, M. He, J. Roesch,
+T. Chen, Z. Tatlock, "Dynamic Tensor Rematerialization", ICLR 2021): the sequence is
+simulated in the P1 fixed order of first computations (``formulations/p1_problem.md``),
+with the node-level values of P1 (a node's non-persistent outputs are computed, kept
+and freed together).
+
+* Before an op runs, every value it reads is made resident, recomputing the missing
+  ones on demand, depth first (a recomputation needs its own inputs first).
+* Before any computation, while the resident values plus the op's outputs exceed the
+  budget (the capacity less the persistent bytes the core memory holds, EV.E1.5), a
+  resident value that no pending computation needs is evicted, the one with the
+  lowest score of the eviction *rule* (:data:`EVICTION_RULES`).
+* A value that no later first computation reads is freed at once (it can still be
+  recomputed from its predecessors if a recomputation needs it).
+* Graph inputs are never recomputed: each one stays until the last stage in which a
+  reader may still be computed (P1C.D3 of ``formulations/p1_cpsat.md``), then goes.
+* P1 allows no recomputation after the first optimizer op (EV.E2 ``update_hazard``):
+  when its stage starts, every value a later first computation reads is made
+  resident, recomputing what is missing, and is never evicted again.
+
+Each rule gives one deterministic sequence; :func:`evict_sequence` replays them
+(:func:`~monet_ilp.heuristics.liveness.replay`) and returns the cheapest within the
+budget.  :func:`min_budget_estimate` brackets the least budget: a peak bound no
+schedule can beat, and the least budget at which the heuristic found a schedule.
+
+Everything is incremental: next-use pointers, a recompute-cost estimate updated when a
+predecessor comes or goes, and one vectorised scan of the scores per eviction, so a
+rule costs ``O((n + recomputations) * n)`` numpy work and ``O(edges)`` Python work
+per pass over the graph.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from monet_ilp.errors import MonetError
+from monet_ilp.graph.ir import OpKind
+from monet_ilp.heuristics.liveness import replay, require_sequence_form
+from monet_ilp.heuristics.store_all import store_all_sequence
+from monet_ilp.schedule import Compute, Release, Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+
+__all__ = [
+    "EVICTION_RULES",
+    "BudgetEstimate",
+    "evict_sequence",
+    "min_budget_estimate",
+]
+
+#: The eviction rules, in the order they are tried.  Each scores the evictable values
+#: (resident, not read by a pending computation, before the first optimizer op); the
+#: lowest score goes first.  With ``r`` the estimated recompute cost (the node's
+#: cycles plus the estimate of every predecessor that is not resident), ``m`` the
+#: bytes, ``d`` the stages until the next first computation that reads the value and
+#: ``s`` the computations since it was last touched:
+#:
+#: * ``"future"``: ``r / (m * d)``, DTR's cost-per-byte-and-time with the known next
+#:   use in place of the staleness;
+#: * ``"dtr"``: ``r / (m * s)``, DTR's ``h`` (its neighbourhood cost approximated by
+#:   the evicted predecessors);
+#: * ``"belady"``: the farthest next use first (Belady's rule), larger values first
+#:   among equals;
+#: * ``"cost_per_byte"``: ``r / m``.
+EVICTION_RULES: tuple[str, ...] = ("future", "dtr", "belady", "cost_per_byte")
+
+
+@dataclass(frozen=True)
+class BudgetEstimate:
+    """Where the least budget of a P1 instance lies (bytes, persistent bytes included).
+
+    Attributes
+    ----------
+    lower
+        No schedule exists with a smaller budget (P1C.O2's peak bound, and the memory
+        the stages after the first optimizer op are forced to hold).
+    lower_reason
+        Which step forces ``lower``, in words.
+    upper
+        The least budget at which :func:`evict_sequence` found a schedule (searched by
+        bisection between ``lower`` and the store-all peak).
+    sequence
+        The schedule found at ``upper`` (its peak is at most ``upper``).
+    proven
+        ``lower == upper``: the least budget is known exactly.
+    """
+
+    lower: int
+    lower_reason: str
+    upper: int
+    sequence: Sequence
+
+    @property
+    def proven(self) -> bool:
+        return self.lower == self.upper
+
+
+# ====================================================================== node view
+class _Nodes:
+    """The node-level view of a P1 instance that the simulation reads (fixed order).
+
+    Node ``i`` is the ``i``-th op of the graph; its value is its non-persistent
+    outputs (``m_i`` bytes).  Inputs are the graph inputs some op reads.
+    """
+
+    def __init__(self, instance: Instance) -> None:
+        require_sequence_form(instance, "evict")
+        graph = instance.graph
+        core = instance.cores[0]
+        ops = list(graph.ops)
+        index = {op.id: i for i, op in enumerate(ops)}
+        n = len(ops)
+        self.n = n
+        self.ops = tuple(op.id for op in ops)
+        self.cost = [instance.cost(op.id, core.id).cycles for op in ops]
+        self.outputs: list[tuple[str, ...]] = [
+            tuple(t for t in dict.fromkeys(op.outputs) if not graph.tensor(t).persistent) for op in ops]
+        self.size = [sum(graph.tensor(t).bytes for t in outs) for outs in self.outputs]
+        preds: list[list[int]] = [[] for _ in range(n)]
+        inputs: dict[str, list[int]] = {}  # read graph input -> readers, in node order
+        for j, op in enumerate(ops):
+            for t in dict.fromkeys(op.inputs):
+                tensor = graph.tensor(t)
+                if tensor.persistent:
+                    continue
+                if tensor.producer is None:
+                    inputs.setdefault(t, []).append(j)
+                    continue
+                i = index[tensor.producer]
+                if i >= j:
+                    raise MonetError(
+                        f"op {op.id!r} reads {t!r} from {tensor.producer!r}, which comes later in the "
+                        "order of first computations",
+                        field=f"ops.{op.id}",
+                        fix="list ops in a topological order with optimizer ops last",
+                    )
+                if i not in preds[j]:
+                    preds[j].append(i)
+        self.preds = [sorted(p) for p in preds]
+        self.consumers: list[list[int]] = [[] for _ in range(n)]
+        for j in range(n):
+            for i in self.preds[j]:
+                self.consumers[i].append(j)
+        optimizer = [i for i, op in enumerate(ops) if op.kind is OpKind.OPTIMIZER]
+        #: First optimizer op (``n`` when none): no recomputation after its stage's start.
+        self.first_update = optimizer[0] if optimizer else n
+        recompute_last = min(self.first_update, n - 1)
+        # P1C.D1: the last stage in which node i may usefully be computed.
+        hi = [0] * n
+        for i in reversed(range(n)):
+            last_use = max((hi[j] for j in self.consumers[i]), default=-1)
+            hi[i] = max(i, min(last_use, recompute_last))
+        self.input_ids = tuple(inputs)
+        self.input_size = [graph.tensor(t).bytes for t in self.input_ids]
+        self.input_readers = [inputs[t] for t in self.input_ids]
+        #: P1C.D3: input g is released right after the first computation of this node.
+        self.input_free_at = [max(hi[j] for j in readers) for readers in self.input_readers]
+        self.unread_inputs = tuple(t.id for t in graph.tensors
+                                   if t.producer is None and not t.persistent and t.id not in inputs)
+        self.persistent = (sum(t.bytes for t in graph.tensors if t.persistent)
+                           if instance.persistent_home == core.memory else 0)
+        #: Every op once: the least compute cost of any schedule.
+        self.every_op_once = sum(self.cost)
+        self.size_f = np.array([max(s, 1) for s in self.size], dtype=float)
+
+    def peak_bound(self) -> tuple[int, str]:
+        """The largest memory some step forces on every schedule (bytes, persistent included).
+
+        For stage ``k`` before the first optimizer op: P1C.O2, ``m_k`` plus the values of
+        its predecessors plus every input read at or after ``k`` (inputs are never
+        recomputed).  From the first optimizer op on nothing may be recomputed, so
+        every value made before ``k`` and read at or after ``k`` is resident while
+        ``v_k`` runs.
+        """
+        n = self.n
+        best, reason = 0, "no op"
+        last_reader = [max(c, default=-1) for c in self.consumers]
+        # Inputs still to be read at stage k: a difference array over their spans.
+        inputs_at = [0] * (n + 1)
+        for s, readers in zip(self.input_size, self.input_readers, strict=True):
+            inputs_at[0] += s
+            inputs_at[max(readers) + 1] -= s
+        live_after = [0] * (n + 1)  # values made before k and read at or after k (used from first_update)
+        for i in range(n):
+            if last_reader[i] > i:
+                live_after[i + 1] += self.size[i]
+                live_after[last_reader[i] + 1] -= self.size[i]
+        held_inputs = held_values = 0
+        for k in range(n):
+            held_inputs += inputs_at[k]
+            held_values += live_after[k]
+            if k < self.first_update:
+                values = sum(self.size[p] for p in self.preds[k])
+                why = "its predecessors' outputs"
+            else:
+                values = held_values
+                why = "every value read from then on (no recomputation after the first optimizer op)"
+            step = self.persistent + self.size[k] + values + held_inputs
+            if step > best:
+                best = step
+                reason = (f"while op {self.ops[k]!r} first runs, memory holds its outputs ({self.size[k]} B), "
+                          f"{why} ({values} B), the graph inputs still to be read ({held_inputs} B)"
+                          + (f" and the persistent tensors ({self.persistent} B)" if self.persistent else ""))
+        return best, reason
+
+
+# ====================================================================== the simulation
+class _Fail(Exception):
+    """The rule found no schedule within the budget."""
+
+
+@dataclass(frozen=True)
+class _Plan:
+    steps: tuple[Compute | Release, ...]
+    cost: int
+    recomputations: int
+
+
+def _simulate(nodes: _Nodes, budget: int, rule: str) -> _Plan | None:
+    """One pass of the eviction heuristic with ``rule``; ``None`` when it gets stuck."""
+    try:
+        return _Simulation(nodes, budget, rule).run()
+    except _Fail:
+        return None
+
+
+class _Simulation:
+    """State of one pass (see the module docstring for the policy)."""
+
+    def __init__(self, nodes: _Nodes, budget: int, rule: str) -> None:
+        if rule not in EVICTION_RULES:
+            raise MonetError(f"unknown eviction rule {rule!r}", field="rules",
+                             fix=f"use some of {', '.join(EVICTION_RULES)}")
+        n = nodes.n
+        self.nodes = nodes
+        self.rule = rule
+        self.room = budget - nodes.persistent  # what the values may hold
+        self.resident = [False] * n
+        self.lock = [0] * n  # pending computations that read the value
+        self.pinned = [False] * n  # from the first optimizer op on: never evicted
+        self.ptr = [0] * n  # next first reader: consumers[i][ptr[i]]
+        self.rc = [0] * n  # recompute estimate recorded when the value went
+        self.pot = list(nodes.cost)  # recompute estimate if evicted now
+        self.cap = max(nodes.every_op_once, 1)
+        self.held = sum(nodes.input_size)
+        self.steps: list[Compute | Release] = [Release(t) for t in nodes.unread_inputs]
+        self.cost = 0
+        self.computations = 0
+        self.stage = 0
+        self.recompute_allowed = True
+        # numpy mirrors for the vectorised choice of a victim
+        self.evictable = np.zeros(n, dtype=bool)
+        self.pot_f = np.array(nodes.cost, dtype=float)
+        self.next_use = np.full(n, float(n + 1))
+        self.touched = np.zeros(n)
+        self.free_inputs_at: dict[int, list[int]] = {}
+        for g, k in enumerate(nodes.input_free_at):
+            self.free_inputs_at.setdefault(k, []).append(g)
+
+    # ------------------------------------------------------------ bookkeeping
+    def _sync(self, e: int) -> None:
+        self.evictable[e] = (self.resident[e] and self.lock[e] == 0 and not self.pinned[e]
+                             and self.nodes.size[e] > 0)
+
+    def _set_pot(self, e: int, value: int) -> None:
+        self.pot[e] = value
+        self.pot_f[e] = value
+
+    def _drop(self, e: int) -> None:
+        """``e`` leaves memory (evicted, or freed after its last first read)."""
+        nodes = self.nodes
+        self.resident[e] = False
+        self.held -= nodes.size[e]
+        self.steps.extend(Release(t) for t in nodes.outputs[e])
+        self.rc[e] = min(self.pot[e], self.cap)
+        for k in nodes.consumers[e]:
+            self._set_pot(k, self.pot[k] + self.rc[e])
+        self._sync(e)
+
+    def _dead(self, e: int) -> bool:
+        return self.ptr[e] >= len(self.nodes.consumers[e])
+
+    def _release_if_dead(self, e: int) -> None:
+        if self.resident[e] and self.lock[e] == 0 and self._dead(e) and self.nodes.size[e] > 0:
+            self._drop(e)
+
+    def _victim(self) -> int:
+        """The evictable value with the lowest score of the rule."""
+        if not self.evictable.any():
+            raise _Fail
+        rule = self.rule
+        size = self.nodes.size_f
+        if rule == "future":
+            # A value read at this stage is locked; the floor only keeps the division finite.
+            score = self.pot_f / (size * np.maximum(self.next_use - self.stage, 1.0))
+        elif rule == "dtr":
+            score = self.pot_f / (size * (self.computations - self.touched + 1.0))
+        elif rule == "belady":
+            score = -(self.next_use + size / (size.max() + 1.0))
+        else:  # cost_per_byte
+            score = self.pot_f / size
+        score = np.where(self.evictable, score, math.inf)
+        return int(np.argmin(score))
+
+    def _make_room(self, need: int) -> None:
+        while self.held + need > self.room:
+            self._drop(self._victim())
+
+    def _compute(self, u: int) -> None:
+        nodes = self.nodes
+        self._make_room(nodes.size[u])
+        self.steps.append(Compute(nodes.ops[u]))
+        self.cost += nodes.cost[u]
+        self.computations += 1
+        self.resident[u] = True
+        self.held += nodes.size[u]
+        for k in nodes.consumers[u]:
+            self._set_pot(k, self.pot[k] - self.rc[u])
+        self.rc[u] = 0
+        if self.stage >= nodes.first_update:
+            self.pinned[u] = True
+        c = nodes.consumers[u]
+        self.next_use[u] = c[self.ptr[u]] if self.ptr[u] < len(c) else nodes.n + 1
+        self.touched[u] = self.computations
+        for p in nodes.preds[u]:
+            self.touched[p] = self.computations
+        self._sync(u)
+
+    def _lock(self, values: Iterable[int], delta: int) -> None:
+        for p in values:
+            self.lock[p] += delta
+            self._sync(p)
+
+    def _ensure(self, targets: list[int]) -> None:
+        """Make ``targets`` (locked by the caller) resident, recomputing what is missing.
+
+        The missing values and every missing value they need (the recompute closure) are
+        computed once each, in node order (a topological order), each one locked until
+        its last reader in the closure has run: a value that no first computation reads
+        any more is still needed by the recomputations after it, and dropping it early
+        would make them derive it again, exponentially in the depth of the closure.
+        """
+        nodes = self.nodes
+        closure: set[int] = set()
+        stack = [p for p in targets if not self.resident[p]]
+        while stack:
+            u = stack.pop()
+            if u in closure:
+                continue
+            if not self.recompute_allowed:
+                raise _Fail
+            closure.add(u)
+            stack.extend(p for p in nodes.preds[u] if not self.resident[p] and p not in closure)
+        order = sorted(closure)
+        for u in order:
+            self._lock(nodes.preds[u], +1)
+        for u in order:
+            self._compute(u)
+            self._lock(nodes.preds[u], -1)
+            for p in nodes.preds[u]:
+                self._release_if_dead(p)
+
+    # ------------------------------------------------------------ the pass
+    def run(self) -> _Plan:
+        nodes = self.nodes
+        n = nodes.n
+        for k in range(n):
+            self.stage = k
+            if k == nodes.first_update:
+                # P1: no recomputation from here on; hold every value still to be read.
+                needed = [e for e in range(k) if not self._dead(e) and nodes.size[e] > 0]
+                self._lock(needed, +1)
+                self._ensure(needed)
+                for e in needed:
+                    self.pinned[e] = True
+                self._lock(needed, -1)
+            if k > nodes.first_update:
+                self.recompute_allowed = False
+            preds = nodes.preds[k]
+            self._lock(preds, +1)
+            self._ensure(preds)
+            self._compute(k)
+            for p in preds:  # first reads: advance the next-use pointers
+                self.ptr[p] += 1
+                c = nodes.consumers[p]
+                self.next_use[p] = c[self.ptr[p]] if self.ptr[p] < len(c) else n + 1
+            self._lock(preds, -1)
+            for p in preds:
+                self._release_if_dead(p)
+            self._release_if_dead(k)
+            for g in self.free_inputs_at.get(k, ()):
+                self.held -= nodes.input_size[g]
+                self.steps.append(Release(nodes.input_ids[g]))
+        return _Plan(tuple(self.steps), self.cost, self.computations - n)
+
+
+# ====================================================================== public API
+def evict_sequence(
+    instance: Instance, *, budget_bytes: int | None = None, rules: Iterable[str] | None = None,
+) -> Sequence | None:
+    """The cheapest P1 sequence within the budget that an eviction rule finds, or ``None``.
+
+    Store-all is returned when its peak fits (every op once: no schedule is cheaper).
+    Otherwise each rule of ``rules`` is simulated as the module docstring says; each
+    candidate is replayed (EV.E3, :func:`~monet_ilp.heuristics.liveness.replay`) and
+    kept only if its peak is within the budget; the cheapest is returned (ties: the
+    lower peak, then the rule listed first).
+
+    Parameters
+    ----------
+    instance
+        A P1 instance (one core whose memory holds the graph inputs).
+    budget_bytes
+        The memory the sequence may use, persistent bytes included when the instance
+        models them in the core's memory (what EV.E3 compares with the capacity);
+        default the capacity of the core's memory.
+    rules
+        Names from :data:`EVICTION_RULES` (default: all of them).
+
+    Returns
+    -------
+    Sequence or None
+        ``meta``: ``heuristic`` (``"evict"``), ``rule`` (the winning rule, or
+        ``"store_all"``), ``budget_bytes``, ``candidates`` (rules that fit), the
+        claimed ``compute_cycles``, ``peak_bytes`` and ``recomputations``.  ``None``
+        when no rule fits the budget.
+
+    Raises
+    ------
+    MonetError
+        The instance has no P1 sequence form, an op reads from a later op, or a rule
+        is unknown.
+    """
+    nodes = _Nodes(instance)
+    budget = instance.budget_bytes if budget_bytes is None else int(budget_bytes)
+    chosen = list(EVICTION_RULES if rules is None else rules)
+    for rule in chosen:
+        if rule not in EVICTION_RULES:
+            raise MonetError(f"unknown eviction rule {rule!r}", field="rules",
+                             fix=f"use some of {', '.join(EVICTION_RULES)}")
+    return _best(instance, nodes, budget, chosen, first_fit=False)
+
+
+def _best(instance: Instance, nodes: _Nodes, budget: int, rules: list[str], *,
+          first_fit: bool) -> Sequence | None:
+    """The cheapest fitting candidate (store-all first), or the first that fits."""
+    base = store_all_sequence(instance)
+    if base.meta["peak_bytes"] <= budget:
+        return Sequence(base.steps, meta={**base.meta, "heuristic": "evict", "rule": "store_all",
+                                          "budget_bytes": budget, "candidates": ["store_all"]})
+    best: tuple[tuple[int, int, int], str, _Plan, int] | None = None
+    fitting: list[str] = []
+    for k, rule in enumerate(rules):
+        plan = _simulate(nodes, budget, rule)
+        if plan is None:
+            continue
+        claimed = replay(instance, plan.steps)
+        if claimed.peak_bytes > budget or claimed.compute_cycles != plan.cost:
+            continue  # never return what breaks the budget
+        fitting.append(rule)
+        rank = (plan.cost, claimed.peak_bytes, k)
+        if best is None or rank < best[0]:
+            best = (rank, rule, plan, claimed.peak_bytes)
+        if first_fit or plan.cost == nodes.every_op_once:
+            break
+    if best is None:
+        return None
+    _, rule, plan, peak = best
+    return Sequence(plan.steps, meta={
+        "heuristic": "evict", "rule": rule, "budget_bytes": budget, "candidates": fitting,
+        "compute_cycles": plan.cost, "peak_bytes": peak, "recomputations": plan.recomputations,
+    })
+
+
+def min_budget_estimate(instance: Instance, *, time_limit: float | None = None,
+                        rules: Iterable[str] | None = None) -> BudgetEstimate:
+    """Bracket the least budget of a P1 instance: a proven floor and a found schedule.
+
+    ``lower`` is the largest memory a single step forces (:class:`BudgetEstimate`):
+    below it no schedule exists.  ``upper`` is found by bisection over budgets between
+    ``lower`` and the store-all peak (which always fits), in steps of the gcd of the
+    sizes: a budget is accepted when some rule fits it, and the peak of that schedule
+    becomes the new upper end.  Rules may fit a budget and miss a larger one, so
+    ``upper`` is the least budget *found*, not a proven minimum unless it equals
+    ``lower``.
+
+    Parameters
+    ----------
+    instance
+        A P1 instance.
+    time_limit
+        Seconds for the bisection (``None``: until the interval closes); the best
+        budget found so far is returned when it runs out.
+    rules
+        Names from :data:`EVICTION_RULES` (default: all).
+
+    Returns
+    -------
+    BudgetEstimate
+        Bytes with the persistent bytes the core memory holds (EV.E1.5), as a
+        capacity is given.
+    """
+    start = time.perf_counter()
+    nodes = _Nodes(instance)
+    chosen = list(EVICTION_RULES if rules is None else rules)
+    lower, reason = nodes.peak_bound()
+    base = store_all_sequence(instance)
+    top = int(base.meta["peak_bytes"])
+    found = _best(instance, nodes, top, chosen, first_fit=False)
+    assert found is not None  # store-all fits its own peak
+    upper, sequence = top, found
+    sizes = [s for s in nodes.size + nodes.input_size if s > 0]
+    step = math.gcd(*sizes) if sizes else 1
+    lo = lower  # every budget below lo fails (proven) or was tried
+    while upper - lo >= step:
+        if time_limit is not None and time.perf_counter() - start > time_limit:
+            break
+        mid = lo + (upper - lo) // 2
+        fit = _best(instance, nodes, mid, chosen, first_fit=True)
+        if fit is None:
+            lo = mid + 1
+        else:
+            upper = int(fit.meta["peak_bytes"])
+            sequence = fit
+    # The cheapest schedule at ``upper`` (a rule that fitted a larger budget may miss it).
+    cheapest = _best(instance, nodes, upper, chosen, first_fit=False)
+    if cheapest is not None:
+        sequence = cheapest
+    return BudgetEstimate(lower=lower, lower_reason=reason, upper=upper, sequence=sequence)

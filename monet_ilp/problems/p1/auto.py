@@ -1,0 +1,319 @@
+"""``auto``: the P1 portfolio, and the default backend (``formulations/p1_portfolio.md``).
+
+It runs, within one time limit and one thread budget:
+
+1. the feasible-first heuristics (:func:`monet_ilp.heuristics.evict.evict_sequence`,
+   Chen's greedy, store-all, and the caller's hint): the best one the evaluator accepts
+   is the incumbent every member starts from (PF.S1);
+2. the exact members chosen by the size of the stage model (PF.S2): ``milp`` and
+   ``cpsat`` side by side on small models; ``milp`` and ``lns`` (the interval model's
+   large-neighbourhood search) on medium ones; ``lns`` alone on large ones, where the
+   stage model does not fit in memory or time;
+3. beside them, the bound that holds for every P1 schedule
+   (:func:`monet_ilp.problems.p1.relax.all_schedules_bound`, PF.B2).
+
+The first member that proves its answer cancels the others (their solvers stop at
+once, :meth:`~monet_ilp.engines.deadline.Deadline.cancel`).  The result is the best
+schedule the evaluator accepts, with the best bound that holds for every class of
+schedules searched (PF.B1), and in ``stats`` the bound over every P1 schedule and the
+gap to it (PF.B2).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.evaluate import verified
+from monet_ilp.heuristics import chen_greedy_sequence, store_all
+from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.problems.p1.cpsat import solve_cpsat
+from monet_ilp.problems.p1.data import check_p1, p1_data
+from monet_ilp.problems.p1.lns import solve_lns
+from monet_ilp.problems.p1.milp import solve_milp
+from monet_ilp.problems.p1.relax import P1Bound, all_schedules_bound
+from monet_ilp.results import BackendResult, Status
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.problems.p1.data import P1Data
+    from monet_ilp.schedule import Schedule, Sequence
+
+__all__ = ["LARGE_CELLS", "SMALL_CELLS", "STAGE_CLASS", "Member", "members_for", "solve_auto",
+           "stage_cells"]
+
+#: Up to this many stage cells (PF.S2), ``milp`` and ``cpsat`` run side by side.
+SMALL_CELLS = 8_000
+#: Up to this many, ``milp`` and ``lns``; above it, ``lns`` alone (the stage model's
+#: O(n^2) grid no longer builds in the time and memory a solve has).
+LARGE_CELLS = 150_000
+#: The class the stage members are exact over (``p1_milp.md`` P1M.A1).
+STAGE_CLASS = "Checkmate's stage form (first computations in order, one index-ordered pass per stage)"
+#: The class the LNS searches (``p1_interval.md``).
+INTERVAL_CLASS = "sequences with at most max_computes computations per op, first computations in order"
+#: Share of the time the all-schedules bound may take when it runs beside the members.
+BOUND_SHARE = 0.25
+
+
+@dataclass(frozen=True)
+class Member:
+    """One exact member of the portfolio: its backend, the class it searches, its threads."""
+
+    name: str
+    run: Callable[..., BackendResult]
+    schedule_class: str
+    threads: int
+    options: dict[str, Any]
+
+
+def stage_cells(data: P1Data) -> int:
+    """The size of the stage model (PF.S2): open (stage, op) cells, computations and retentions.
+
+    ``R`` and ``S`` of ``p1_milp.md`` have about this many columns; ``FREE`` and ``U``
+    grow with it.  Counted from the domains in O(n).
+    """
+    compute = sum(max(0, hi - lo + 1) for lo, hi in data.compute_stages)
+    retain = sum(max(0, hi - lo + 1) for lo, hi in data.retain_stages)
+    return compute + retain
+
+
+def members_for(cells: int, workers: int, *, max_computes: int | None, seed: int,
+                members: tuple[str, ...] | None = None) -> list[Member]:
+    """The exact members for a stage model of ``cells`` cells and ``workers`` threads (PF.S2).
+
+    ``members`` names them explicitly (``milp``, ``cpsat``, ``lns``) instead.
+    """
+    if members is None:
+        members = (("milp", "cpsat") if cells <= SMALL_CELLS
+                   else ("milp", "lns") if cells <= LARGE_CELLS else ("lns",))
+    unknown = sorted(set(members) - {"milp", "cpsat", "lns"})
+    if unknown:
+        raise ValueError(f"unknown portfolio members {unknown}: use milp, cpsat, lns")
+    # HiGHS gains little from threads: one for it, the rest for the CP-SAT members.
+    cp_members = [m for m in members if m != "milp"]
+    cp_threads = max(1, (workers - ("milp" in members)) // max(1, len(cp_members)))
+    out: list[Member] = []
+    for name in members:
+        if name == "milp":
+            out.append(Member("milp", solve_milp, STAGE_CLASS, 1,
+                              {"max_computes": max_computes, "lp_bound": cells <= SMALL_CELLS}))
+        elif name == "cpsat":
+            out.append(Member("cpsat", solve_cpsat, STAGE_CLASS, cp_threads,
+                              {"max_computes": max_computes, "seed": seed, "use_baseline_hint": False}))
+        else:
+            out.append(Member("lns", solve_lns, INTERVAL_CLASS, cp_threads,
+                              {"max_computes": max_computes or 2, "seed": seed}))
+    return out
+
+
+def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: int | None = None,
+               hint: Schedule | Sequence | None = None, max_computes: int | None = None,
+               members: tuple[str, ...] | list[str] | None = None, all_bound: bool = True,
+               seed: int = 0, log: bool = False) -> BackendResult:
+    """Solve a P1 instance with the portfolio (``formulations/p1_portfolio.md``).
+
+    Parameters
+    ----------
+    instance
+        A P1 instance.
+    time_limit
+        Seconds for everything (heuristics, members, bound).  Without one, the members
+        run until one of them proves its answer.
+    workers
+        Threads in all (default 2): one for the MILP, the rest shared by the CP-SAT members.
+    hint
+        A schedule to start from (competes with the heuristics for the incumbent).
+    max_computes
+        Computations per op, for every member (default: unlimited for ``milp``/``cpsat``,
+        2 for ``lns``, whose class needs a limit).
+    members
+        Run these members instead of the ones chosen by size: ``milp``, ``cpsat``, ``lns``.
+    all_bound
+        Compute the bound over every P1 schedule (PF.B2) beside the members.
+    seed
+        The CP-SAT members' seed.
+    log
+        Print each member's solver log.
+
+    Returns
+    -------
+    BackendResult
+        ``OPTIMAL`` when a member proves the optimum of its class and no schedule of
+        another class beats it; ``FEASIBLE`` with the best bound over the classes
+        searched (PF.B1); ``INFEASIBLE`` when a stage member proves it and no heuristic
+        found a schedule; ``UNKNOWN`` without a schedule.  ``stats``: the incumbent
+        and where it came from, each member's outcome, ``bound_class``, ``bound_all``
+        (with what it holds for) and ``gap_all``.
+    """
+    check_p1(instance, "auto")
+    deadline = Deadline(time_limit)
+    threads = max(1, int(workers) if workers else 2)
+    data = p1_data(instance, max_computes=max_computes)
+    cells = stage_cells(data)
+    stats: dict[str, Any] = {"stage_cells": cells, "workers": threads}
+    every_op_once = sum(data.cost)
+
+    # PF.S1: the incumbent every member starts from.
+    began = time.perf_counter()
+    incumbent = _incumbent(instance, hint, stats)
+    stats["heuristics_s"] = round(time.perf_counter() - began, 3)
+
+    chosen = members_for(cells, threads, max_computes=max_computes, seed=seed,
+                         members=None if members is None else tuple(members))
+    stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
+    # PF.B2 beside the members when they will need all their time, after them otherwise.
+    beside = all_bound and cells > SMALL_CELLS
+    results, bound_all = _run_members(instance, chosen, incumbent, deadline, log, stats,
+                                      bound_task=beside)
+    if all_bound and not beside:
+        began = time.perf_counter()
+        limit = deadline.solver_limit(at_most=max(1.0, 0.2 * deadline.elapsed()))
+        bound_all = all_schedules_bound(instance, time_limit=limit, workers=1)
+        stats["bound_all_s"] = round(time.perf_counter() - began, 3)
+
+    # The best schedule any member or heuristic has, checked by the evaluator.
+    candidates: list[tuple[int, str, Schedule | Sequence]] = []
+    if incumbent is not None:
+        candidates.append((incumbent[2], incumbent[0], incumbent[1]))
+    for member, result in results.items():
+        metrics = verified(instance, result.schedule)
+        if metrics is not None and result.schedule is not None:
+            candidates.append((int(metrics.objective_value), result.source or member, result.schedule))
+    all_value = max(every_op_once, bound_all.value if bound_all is not None else every_op_once)
+    stats["bound_all"] = all_value
+    stats["bound_all_holds_for"] = (bound_all.holds_for if bound_all is not None else
+                                    "every P1 schedule (every op computed at least once)")
+    stats["bound_all_method"] = bound_all.method if bound_all is not None else "every-op-once"
+
+    infeasible = [r for r in results.values() if r.status is Status.INFEASIBLE]
+    if not candidates:
+        if infeasible:
+            first = infeasible[0]
+            return BackendResult(Status.INFEASIBLE, message=first.message, stats=stats)
+        return BackendResult(Status.UNKNOWN, bound=all_value, stats=stats,
+                             message="no schedule found within the time limit")
+
+    objective, source, schedule = min(candidates, key=lambda c: c[0])
+    bound, bound_class = _class_bound(chosen, results, all_value, stats)
+    if bound > objective:
+        # PF.B1: a schedule outside the classes searched beats their bound; only the
+        # bound over every schedule still holds.
+        bound, bound_class = all_value, stats["bound_all_holds_for"]
+    stats["bound_class"] = bound_class
+    stats["gap_all"] = _gap(objective, all_value)
+    proven = bound >= objective
+    provers = [n for n, r in results.items() if r.status is Status.OPTIMAL and r.objective == objective]
+    if proven:
+        how = f"{' and '.join(provers)} proved it" if provers else "the bound meets the schedule"
+        message = f"optimal over {bound_class} ({how})"
+    else:
+        message = (f"time limit reached; best schedule from {source}, bound over {bound_class} "
+                   f"(gap {_gap(objective, bound):.2%}; over every P1 schedule {stats['gap_all']:.2%})")
+    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
+                         objective if proven else bound, message, stats, source=source)
+
+
+def _incumbent(instance: Instance, hint: Schedule | Sequence | None,
+               stats: dict[str, Any]) -> tuple[str, Schedule | Sequence, int] | None:
+    """PF.S1: the cheapest of the hint and the feasible-first heuristics the evaluator accepts."""
+    makers: list[tuple[str, Callable[[], Schedule | Sequence | None]]] = [
+        ("hint", lambda: hint),
+        ("evict", lambda: evict_sequence(instance)),
+        ("greedy", lambda: chen_greedy_sequence(instance)),
+        ("store_all", lambda: store_all(instance)),
+    ]
+    found: dict[str, int | None] = {}
+    best: tuple[str, Schedule | Sequence, int] | None = None
+    for name, make in makers:
+        schedule = make()
+        metrics = verified(instance, schedule)
+        if name != "hint" or schedule is not None:
+            found[name] = None if metrics is None else int(metrics.objective_value)
+        if metrics is not None and schedule is not None and (best is None or metrics.objective_value < best[2]):
+            best = (name if name == "hint" else f"heuristic:{name}", schedule, int(metrics.objective_value))
+    stats["heuristics"] = found
+    stats["incumbent"] = None if best is None else {"source": best[0], "objective": best[2]}
+    return best
+
+
+def _run_members(instance: Instance, chosen: list[Member],
+                 incumbent: tuple[str, Schedule | Sequence, int] | None, deadline: Deadline,
+                 log: bool, stats: dict[str, Any], *, bound_task: bool
+                 ) -> tuple[dict[str, BackendResult], P1Bound | None]:
+    """Run the members side by side; the first proof cancels the rest (PF.S3)."""
+    left = deadline.left()
+    shared = Deadline(left)  # the members' own: cancelling it leaves the portfolio's alone
+    hint = None if incumbent is None else incumbent[1]
+    results: dict[str, BackendResult] = {}
+    bound: list[P1Bound] = []
+    lock = threading.Lock()
+
+    def run(member: Member) -> BackendResult:
+        began = time.perf_counter()
+        result = member.run(instance, time_limit=shared.left(), workers=member.threads, hint=hint,
+                            log=log, _deadline=shared, **{k: v for k, v in member.options.items()
+                                                        if v is not None})
+        with lock:
+            stats["members"][member.name].update(
+                status=str(result.status), objective=result.objective, bound=result.bound,
+                seconds=round(time.perf_counter() - began, 3), source=result.source or member.name)
+        return result
+
+    def run_bound() -> None:
+        began = time.perf_counter()
+        limit = shared.solver_limit(BOUND_SHARE)
+        bound.append(all_schedules_bound(instance, time_limit=limit, workers=1))
+        stats["bound_all_s"] = round(time.perf_counter() - began, 3)
+
+    with ThreadPoolExecutor(max_workers=len(chosen) + 1, thread_name_prefix="auto") as pool:
+        futures: dict[Future[BackendResult], Member] = {pool.submit(run, m): m for m in chosen}
+        extra = pool.submit(run_bound) if bound_task else None
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                member = futures[future]
+                result = future.result()
+                results[member.name] = result
+                if result.status in (Status.OPTIMAL, Status.INFEASIBLE) and pending:
+                    stats["cancelled_by"] = member.name
+                    shared.cancel()
+        if extra is not None:
+            extra.result()
+    return results, (bound[0] if bound else None)
+
+
+def _class_bound(chosen: list[Member], results: dict[str, BackendResult], all_value: int,
+                 stats: dict[str, Any]) -> tuple[int, str]:
+    """PF.B1: the bound over the union of the classes searched.
+
+    Members of one class share it, so the class's bound is the best of theirs; the union's
+    optimum is the least of the classes' optima, so its bound is the least of the classes'
+    bounds; the bound over every schedule holds for the union as well.
+    """
+    by_class: dict[str, int] = {}
+    for member in chosen:
+        result = results.get(member.name)
+        value = all_value
+        if result is not None and result.bound is not None and math.isfinite(result.bound):
+            value = max(value, math.ceil(result.bound - 1e-9))
+        by_class[member.schedule_class] = max(by_class.get(member.schedule_class, all_value), value)
+    stats["bound_by_class"] = dict(by_class)
+    if not by_class:
+        return all_value, stats["bound_all_holds_for"]
+    least = min(by_class.values())
+    classes = [c for c, v in by_class.items() if v == least] if len(by_class) > 1 else list(by_class)
+    if least <= all_value:
+        return all_value, stats["bound_all_holds_for"]
+    text = classes[0] if len(by_class) == 1 else " and ".join(sorted(by_class))
+    return least, text
+
+
+def _gap(objective: float, bound: float) -> float:
+    return 0.0 if objective <= bound else (objective - bound) / max(abs(objective), 1e-12)

@@ -1,0 +1,358 @@
+"""``solve_lns``: large-neighbourhood search for P1 on the interval model (``p1_interval.md`` §9).
+
+The interval model of the whole graph is built once, in its free form
+(``canonical=False``) with empty positions to spare.  Each step keeps the current
+plan outside a window of consecutive positions (P1I.L1), lets CP-SAT re-decide the
+window (which computations run there, in which order, and which copies end where:
+P1I.L2), and takes the result when it is cheaper (P1I.L3).  The window's size adapts to
+how quickly its sub-problems are proven (P1I.L4).  Every step starts from the current
+plan as a full hint, so the search is anytime: the returned plan is the best one
+found, checked by the evaluator.  With the same seed, workers and number of steps the
+run is the same (each sub-solve has a deterministic-time limit).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ortools.sat.python import cp_model
+
+from monet_ilp.engines.cpsat import configured_solver
+from monet_ilp.engines.deadline import Deadline, OutOfTime
+from monet_ilp.errors import MonetError
+from monet_ilp.heuristics import chen_greedy_sequence, store_all_sequence
+from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.problems.p1.data import P1Data, check_max_computes, check_p1, p1_data
+from monet_ilp.problems.p1.interval import (
+    IntervalModel,
+    OutsideClass,
+    Plan,
+    assignment,
+    build_interval_model,
+    canonical_plan,
+    class_text,
+    copies_per_node,
+    plan_of_sequence,
+    solve_interval,
+)
+from monet_ilp.problems.p1.interval.solve import check_objective, result
+from monet_ilp.results import BackendResult, Status
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule, Sequence
+
+__all__ = ["LNS_OPTIONS", "LnsStep", "lns_steps", "solve_lns"]
+
+#: The options of the ``lns`` backend beyond time_limit, workers and hint.
+LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
+
+#: Window bounds (positions of the plan), P1I.L4.
+MIN_WINDOW, MAX_WINDOW = 8, 400
+#: Deterministic seconds of CP-SAT per step (P1I.L4); about wall seconds on one core.
+STEP_DETERMINISTIC_TIME = 0.25
+
+
+@dataclass(frozen=True)
+class LnsStep:
+    """One step of the search: the window, what CP-SAT said, the cost before and after."""
+
+    first: int
+    last: int
+    status: str
+    cost_before: int
+    cost_after: int
+    seconds: float
+
+
+def solve_lns(
+    instance: Instance,
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    hint: Schedule | Sequence | None = None,
+    max_computes: int = 2,
+    window: int = 60,
+    slack: int | None = None,
+    step_time: float = STEP_DETERMINISTIC_TIME,
+    steps: int | None = None,
+    log: bool = False,
+    seed: int = 0,
+    params: dict[str, Any] | None = None,
+    **options: Any,
+) -> BackendResult:
+    """Improve a P1 schedule by re-solving windows of it exactly (``p1_interval.md`` §9).
+
+    Parameters
+    ----------
+    instance
+        A P1 instance.
+    time_limit
+        Seconds for everything (``None``: until ``steps`` steps, or until a whole-plan
+        window is proven optimal).
+    workers
+        CP-SAT workers per step (default 1; more run the sub-solver's portfolio
+        interleaved, so a run stays deterministic).
+    hint
+        The schedule to start from; otherwise the cheapest of the eviction heuristic,
+        Chen's greedy and store-all that the class represents.  Without any, the
+        interval model is solved whole for a first schedule.
+    max_computes
+        ``C``, computations per op (P1I.D1).
+    window
+        The first window's length, in positions of the plan (P1I.L1).
+    slack
+        Empty positions inside the window, room for added recomputations (default
+        half the window, at least 4).
+    step_time
+        CP-SAT's deterministic-time limit per step (P1I.L4).
+    steps
+        Stop after this many steps.
+    seed
+        Seeds the windows and CP-SAT.
+    params
+        Further CP-SAT parameters for each step.
+
+    Returns
+    -------
+    BackendResult
+        ``FEASIBLE`` with the best plan and the bound every schedule has (every op
+        once), ``OPTIMAL`` when that bound is met or a window covering the whole plan is
+        proven, ``UNKNOWN`` without a start.  ``stats["steps"]`` lists the steps.
+    """
+    deadline: Deadline = options.pop("_deadline", None) or Deadline(time_limit)
+    if options:
+        name = min(options)
+        raise MonetError(f"backend 'lns' on P1 has no option {name!r}", field=name,
+                         fix=f"its options are: {', '.join(LNS_OPTIONS)}")
+    check_p1(instance)
+    check_objective(instance)
+    check_max_computes(max_computes)
+    if window < 1 or (slack is not None and slack < 0) or step_time <= 0:
+        raise MonetError("lns needs window >= 1, slack >= 0 and step_time > 0", field="window",
+                         fix="pass a positive window and step_time")
+    started = deadline.started
+    data = p1_data(instance)
+    trivial = sum(data.cost)
+    stats: dict[str, Any] = {"nodes": data.n, "max_computes": max_computes,
+                             "bound_class": class_text(max_computes, True)}
+
+    current, source = _start(instance, data, hint, deadline, stats)
+    if current is None:
+        # No heuristic start: the whole interval model, for a first schedule.
+        whole = solve_interval(instance, hint=None, max_computes=max_computes, workers=workers,
+                               seed=seed, log=log, use_baseline_hint=False, _deadline=deadline)
+        if whole.schedule is None:
+            return BackendResult(whole.status, bound=whole.bound, stats={**stats, **whole.stats},
+                                 message=f"no start from the heuristics; the interval model: {whole.message}")
+        current = plan_of_sequence(data, whole.schedule)
+        source = "interval"
+    # The class grows to hold the start (P1I.L2): an op the start computes more than C
+    # times gets as many copies.
+    counts = current.counts(data.n)
+    copies = [c if c == 1 else max(c, counts[v]) for v, c in enumerate(copies_per_node(data, max_computes))]
+    if max(copies) > max_computes:
+        stats["copies_raised"] = {data.ops[v]: c for v, c in enumerate(copies) if c > max_computes}
+        stats["bound_class"] = (class_text(max_computes, True) + ", more for the ops the start "
+                                "computes more often (stats['copies_raised'])")
+    if current.cost == trivial:
+        return result(instance, data, current, Status.OPTIMAL, trivial,
+                      "optimal: no recomputation (every op once, a bound for every schedule)",
+                      stats, started, source="lns" if source == "interval" else source)
+
+    room = slack if slack is not None else max(4, window // 2)
+    try:
+        im = build_interval_model(data, copies, canonical=False, slack=room, deadline=deadline)
+    except OutOfTime as stop:
+        stats["stopped"] = f"the time limit ran out while building the model ({stop.detail or stop.step})"
+        return result(instance, data, current, Status.FEASIBLE, trivial,
+                      f"{stats['stopped']}; returning the start", stats, started, source=source)
+    stats["build_seconds"] = round(time.perf_counter() - started, 3)
+    stats["variables"] = len(im.model.proto.variables)
+
+    history: list[LnsStep] = []
+    best, proven = lns_steps(im, current, deadline=deadline, window=window, slack=room,
+                             step_time=step_time, steps=steps, seed=seed, workers=workers,
+                             log=log, params=params, history=history)
+    stats["steps"] = len(history)
+    stats["improving_steps"] = sum(s.cost_after < s.cost_before for s in history)
+    stats["trajectory"] = [[round(time.perf_counter() - started, 3), best.cost]]
+    stats["last_window"] = (history[-1].last - history[-1].first + 1) if history else window
+    improved = best.cost < current.cost
+    if proven or best.cost == trivial:
+        return result(instance, data, best, Status.OPTIMAL, best.cost,
+                      f"optimal within the class ({stats['bound_class']}): "
+                      + ("a window covering the whole plan was proven" if proven else
+                         "no recomputation left"), stats, started,
+                      source="lns" if improved or source == "interval" else source)
+    message = (f"time limit reached after {len(history)} LNS steps; best schedule "
+               f"{'improved from' if improved else 'still'} {source}"
+               f" (cost {current.cost} -> {best.cost}); bound: every op once")
+    return result(instance, data, best, Status.FEASIBLE, trivial, message, stats, started,
+                  source="lns" if improved else source)
+
+
+def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
+           deadline: Deadline, stats: dict[str, Any]) -> tuple[Plan | None, str]:
+    """The cheapest start within the budget: the hint, else the heuristics (PF.S1)."""
+    makers: list[tuple[str, Callable[[], Schedule | Sequence | None]]] = []
+    if hint is not None:
+        makers.append(("hint", lambda: hint))
+    makers += [("heuristic:evict", lambda: evict_sequence(instance)),
+               ("heuristic:greedy", lambda: chen_greedy_sequence(instance, deadline=deadline)),
+               ("heuristic:store_all", lambda: store_all_sequence(instance))]
+    best: tuple[Plan, str] | None = None
+    rejected: dict[str, str] = {}
+    for name, make in makers:
+        try:
+            schedule = make()
+            plan = None if schedule is None else plan_of_sequence(data, schedule)
+        except (MonetError, OutOfTime, OutsideClass) as err:
+            rejected[name] = f"failed: {err}"
+            continue
+        if plan is None or not plan.fits(data):
+            rejected[name] = "no schedule within the budget"
+        elif best is None or plan.cost < best[0].cost:
+            best = (plan, name)
+    stats["start"] = None if best is None else {"source": best[1], "cost": best[0].cost}
+    if rejected:
+        stats["starts_rejected"] = rejected
+    return (None, "") if best is None else best
+
+
+def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int, slack: int,
+              step_time: float, steps: int | None, seed: int, workers: int | None, log: bool,
+              params: dict[str, Any] | None, history: list[LnsStep]) -> tuple[Plan, bool]:
+    """Run LNS steps on ``im`` from ``plan`` until the deadline or ``steps`` (P1I.L1-L4).
+
+    Returns the best plan and whether a window covering all of it was proven optimal.
+    """
+    rng = random.Random(seed)
+    data = im.data
+    length = max(MIN_WINDOW, window)
+    done = 0
+    while (steps is None or done < steps) and not deadline.passed(margin=0.05):
+        if deadline.left() is None and steps is None and length >= len(plan) and done > 0:
+            break  # unlimited, and the whole plan was searched without a proof: stop
+        first, last = _window(plan, data, min(length, len(plan)), rng)
+        began = time.perf_counter()
+        status, found = _solve_window(im, plan, first, last, slack, deadline=deadline,
+                                      step_time=step_time, seed=seed + done, workers=workers,
+                                      log=log, params=params)
+        history.append(LnsStep(first, last, status, plan.cost, found.cost if found else plan.cost,
+                               round(time.perf_counter() - began, 3)))
+        done += 1
+        whole = first == 0 and last == len(plan) - 1
+        if found is not None and (found.cost < plan.cost
+                                  or (found.cost == plan.cost and found.peak < plan.peak)):
+            plan = found
+        if status == "OPTIMAL" and whole:
+            return plan, True
+        # P1I.L4: a proven window grows, one that ran out of time shrinks.
+        length = min(MAX_WINDOW, int(length * 1.25) + 1) if status == "OPTIMAL" \
+            else max(MIN_WINDOW, int(length * 0.8))
+    return plan, False
+
+
+def _window(plan: Plan, data: P1Data, length: int, rng: random.Random) -> tuple[int, int]:
+    """P1I.L1: ``length`` consecutive positions, around a recomputation when there is one
+    (only there can the cost fall), the centre drawn uniformly among them."""
+    recomputed = [k for k, j in enumerate(plan.copy) if j > 0]
+    centre = rng.choice(recomputed) if recomputed else rng.randrange(len(plan))
+    first = min(max(0, centre - rng.randrange(length)), len(plan) - length)
+    return first, first + length - 1
+
+
+def _slots(plan: Plan, im: IntervalModel, first: int, last: int) -> list[int]:
+    """The copy slot of each computation: copies before and in the window first, the
+    copies after it in the last slots, so that free slots sit in between (P1I.L2)."""
+    by_node: dict[int, list[int]] = {}
+    for k, v in enumerate(plan.nodes):
+        by_node.setdefault(v, []).append(k)
+    slot = [0] * len(plan)
+    for v, ks in by_node.items():
+        later = [k for k in ks if k > last]
+        earlier = [k for k in ks if k <= last]
+        for j, k in enumerate(earlier):
+            slot[k] = j
+        # A node first computed after the window keeps slot 0 for its first computation.
+        top = im.copies[v] if earlier else len(later)
+        for j, k in enumerate(later):
+            slot[k] = top - len(later) + j
+    return slot
+
+
+def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: int, *,
+                  deadline: Deadline, step_time: float, seed: int, workers: int | None, log: bool,
+                  params: dict[str, Any] | None) -> tuple[str, Plan | None]:
+    """One step (P1I.L2-L3): fix every computation outside ``[first, last]``, free the
+    window and the unused copies inside it, solve, and read the plan back."""
+    data, model = im.data, im.model
+    free = im.horizon - len(plan)
+    room = min(slack, free)
+    # Positions: before the window as they are; the window gets ``room`` empty positions;
+    # what follows shifts by ``room``; the remaining empty positions come last.
+    positions = [k if k <= last else k + room for k in range(len(plan))]
+    lo, hi = first, last + room
+    slots = _slots(plan, im, first, last)
+    placed = {(v, slots[k]): k for k, v in enumerate(plan.nodes)}
+    fixed: dict[int, tuple[int, int]] = {}  # variable index -> its domain (lo, hi) this step
+
+    def pin(var: cp_model.IntVar, a: int, b: int) -> None:
+        fixed[var.index] = (a, b)
+
+    # P1I.L2: a copy not in the plan may appear in the window only for an op read in the
+    # window (a recomputation elsewhere serves nobody there), and only in its first free slot.
+    window_nodes = set(plan.nodes[first:last + 1])
+    read_here = {u for v in window_nodes for u in data.preds[v]}
+    movable = window_nodes | read_here | {u for v in read_here for u in data.preds[v]}
+    used = set(placed)
+    opening = {v: next((j for j in range(im.copies[v]) if (v, j) not in used), None) for v in movable}
+    absent: dict[tuple[int, int], int] = {}
+    for key, s in im.start.items():
+        dom_lo, dom_hi = im.start_domain[key]
+        k = placed.get(key)
+        if k is not None and not first <= k <= last:
+            pin(s, positions[k], positions[k])
+            if key in im.present:
+                pin(im.present[key], 1, 1)
+            continue
+        a, b = max(lo, dom_lo), min(hi, dom_hi)
+        if k is None and opening.get(key[0]) != key[1]:
+            a, b = dom_lo, dom_lo - 1  # stays absent this step
+        if a > b:  # cannot be in the window: absent (only an unused slot can be here)
+            if k is not None:
+                raise AssertionError("a computation of the window has no position in it")
+            pin(im.present[key], 0, 0)
+            absent[key] = dom_lo
+            continue
+        pin(s, a, b)
+        if k is None:
+            absent[key] = a
+    values = assignment(im, plan, positions=positions, slots=slots, absent_start=absent)
+    step = model.clone()
+    proto = step.proto
+    for index, (a, b) in fixed.items():
+        proto.variables[index].domain.clear()
+        proto.variables[index].domain.extend([a, b])
+    for var, value in values.items():
+        step.add_hint(var, value)
+    limit = deadline.solver_limit()
+    solver = configured_solver(time_limit=limit, workers=workers or 1, seed=seed, log=log,
+                               params={**({"interleave_search": True} if (workers or 1) > 1 else {}),
+                                       "max_deterministic_time": step_time, **(params or {})})
+    with deadline.on_cancel(solver.stop_search):
+        status = solver.solve(step)
+    name = str(solver.status_name(status))
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return name, None
+    ran = sorted((int(solver.value(s)), v) for (v, j), s in im.start.items()
+                 if j == 0 or int(solver.value(im.present[(v, j)])))
+    found = canonical_plan(data, [v for _, v in ran])
+    if not found.fits(data):
+        raise AssertionError(f"an LNS step's plan breaks the budget; this is a bug")
+    return name, found

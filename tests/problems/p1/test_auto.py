@@ -1,0 +1,92 @@
+"""auto, the P1 portfolio (formulations/p1_portfolio.md): same optimum as its members, the
+first proof stops the rest, every bound says what it holds for."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.graph import random_layered
+from monet_ilp.make import p1_instance
+from monet_ilp.problems.p1.auto import SMALL_CELLS, members_for, solve_auto, stage_cells
+from monet_ilp.problems.p1.cpsat import solve_cpsat
+from monet_ilp.problems.p1.data import p1_data
+from monet_ilp.solve import Status, solve
+from tests.conftest import verified
+
+
+@pytest.fixture(scope="module")
+def random_small():
+    return p1_instance(random_layered(24, seed=3), 0.7)
+
+
+def test_auto_is_the_default_and_proves_the_optimum_cpsat_and_milp_prove(p1_small):
+    auto = solve(p1_small, time_limit=60, workers=2)
+    assert auto.backend == "auto"
+    verified(p1_small, auto)
+    assert auto.status is Status.OPTIMAL
+    for backend in ("cpsat", "milp"):
+        alone = solve(p1_small, backend, time_limit=60, workers=2)
+        assert alone.status is Status.OPTIMAL and alone.objective == auto.objective
+    assert "stage form" in auto.stats["bound_class"]
+    assert auto.stats["bound_all"] <= auto.objective
+    assert auto.stats["gap_all"] >= 0
+
+
+def test_a_random_dag_gets_the_members_optimum_and_the_first_proof_stops_the_other(random_small):
+    auto = solve(random_small, "auto", time_limit=60, workers=2)
+    milp = solve(random_small, "milp", time_limit=60)
+    verified(random_small, auto)
+    assert milp.status is Status.OPTIMAL and auto.status is Status.OPTIMAL
+    assert auto.objective == milp.objective
+    members = auto.stats["members"]
+    assert set(members) == {"milp", "cpsat"}
+    assert auto.stats["cancelled_by"] in members  # the other one was stopped, not awaited
+    assert auto.stats["bound_all"] <= auto.objective  # every-schedule bound (bounds.md)
+
+
+def test_members_are_chosen_by_the_size_of_the_stage_model(random_small):
+    cells = stage_cells(p1_data(random_small))
+    assert 0 < cells <= SMALL_CELLS
+    assert [m.name for m in members_for(cells, 2, max_computes=None, seed=0)] == ["milp", "cpsat"]
+    assert [m.name for m in members_for(SMALL_CELLS + 1, 2, max_computes=None, seed=0)] == ["milp", "lns"]
+    assert [m.name for m in members_for(10**9, 4, max_computes=None, seed=0)] == ["lns"]
+    chosen = members_for(cells, 4, max_computes=None, seed=0)
+    assert {m.name: m.threads for m in chosen} == {"milp": 1, "cpsat": 3}
+    with pytest.raises(ValueError, match="unknown portfolio members"):
+        members_for(cells, 2, max_computes=None, seed=0, members=("gurobi",))
+
+
+def test_one_member_named_is_that_member(random_small):
+    only = solve_auto(random_small, time_limit=60, members=("milp",))
+    assert set(only.stats["members"]) == {"milp"}
+    assert only.status is Status.OPTIMAL
+
+
+def test_an_infeasible_budget_is_reported_with_the_members_explanation():
+    tight = p1_instance(random_layered(12, seed=1), 0.05)
+    result = solve(tight, "auto", time_limit=30)
+    assert result.status is Status.INFEASIBLE
+    assert "budget" in result.message
+
+
+def test_a_short_limit_on_a_larger_dag_still_returns_a_verified_schedule_and_a_bound():
+    inst = p1_instance(random_layered(150, seed=0), 0.8)
+    result = solve(inst, "auto", time_limit=8, workers=2)
+    verified(inst, result)
+    assert result.status in (Status.FEASIBLE, Status.OPTIMAL)
+    assert result.bound is not None and result.bound <= result.objective
+    assert result.stats["incumbent"] is not None  # the heuristics gave every member a start
+
+
+def test_cancelling_a_deadline_stops_a_running_cpsat_solve():
+    inst = p1_instance(random_layered(150, seed=0), 0.8)
+    deadline = Deadline(300)
+    threading.Timer(3.0, deadline.cancel).start()
+    began = time.perf_counter()
+    result = solve_cpsat(inst, _deadline=deadline, workers=1)
+    assert time.perf_counter() - began < 150  # stopped by the cancel, far from its limit
+    assert result.status is not Status.OPTIMAL or result.bound == result.objective
