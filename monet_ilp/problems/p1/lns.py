@@ -247,14 +247,16 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
                                round(time.perf_counter() - began, 3)))
         done += 1
         whole = first == 0 and last == len(plan) - 1
-        if found is not None and (found.cost < plan.cost
-                                  or (found.cost == plan.cost and found.peak < plan.peak)):
+        better = found is not None and found.cost < plan.cost
+        if found is not None and (better or (found.cost == plan.cost and found.peak < plan.peak)):
             plan = found
         if status == "OPTIMAL" and whole:
             return plan, True
-        # P1I.L4: a proven window grows, one that ran out of time shrinks.
-        length = min(MAX_WINDOW, int(length * 1.25) + 1) if status == "OPTIMAL" \
-            else max(MIN_WINDOW, int(length * 0.8))
+        # P1I.L4: a proven window grows; one that ran out of time without a better plan shrinks.
+        if status == "OPTIMAL":
+            length = min(MAX_WINDOW, int(length * 1.25) + 1)
+        elif not better:
+            length = max(MIN_WINDOW, int(length * 0.8))
     return plan, False
 
 
@@ -320,6 +322,17 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
             pin(s, positions[k], positions[k])
             if key in im.present:
                 pin(im.present[key], 1, 1)
+            end = positions[plan.end[k]]
+            if k > last or (plan.end[k] < first and key[0] not in movable):
+                # After the window, or before it and read by nothing that may run in it:
+                # its readers are fixed, and so is its end.
+                pin(im.end[key], end, end)
+                pin(im.length[key], end - positions[k] + 1, end - positions[k] + 1)
+            elif plan.end[k] < first:
+                # Before the window: held longer, it may serve a reader in the window
+                # instead of a recomputation; past the window it would serve nobody new.
+                pin(im.end[key], end, hi)
+                pin(im.length[key], end - positions[k] + 1, hi - positions[k] + 1)
             continue
         a, b = max(lo, dom_lo), min(hi, dom_hi)
         if k is None and opening.get(key[0]) != key[1]:
@@ -354,5 +367,5 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
                  if j == 0 or int(solver.value(im.present[(v, j)])))
     found = canonical_plan(data, [v for _, v in ran])
     if not found.fits(data):
-        raise AssertionError(f"an LNS step's plan breaks the budget; this is a bug")
+        raise AssertionError("an LNS step's plan breaks the budget; this is a bug")
     return name, found
