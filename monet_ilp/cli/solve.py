@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from monet_ilp.evaluate import evaluate
 from monet_ilp.graph.ir import read_json
 from monet_ilp.graph.load import FILE, load_graph
 from monet_ilp.heuristics import store_all
+from monet_ilp.heuristics.evict import min_budget_estimate
 from monet_ilp.instance import FORMAT_NAME as INSTANCE_FORMAT
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.make import make_instance, parse_budget, with_weighted_references
@@ -71,6 +73,8 @@ def instance_from(path: str, budget: str | None) -> Instance:
               help="P3: 'layer' puts a layer's forward, dX and dW on one core (default: none).")
 @click.option("--max-transfers", type=click.IntRange(min=0), default=None, help="P3: transfers of a tensor into one memory (default 1).")
 @click.option("--no-pin", is_flag=True, help="P3: never pin weights in SRAM.")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Random seed of the CP-SAT-based backends (cpsat, interval, lns, auto).")
 @click.option("--hint", "hint_path", type=click.Path(dir_okay=False),
               help="Warm start from a schedule, a ga.json (its best point) or a decisions file.")
 @click.option("--export", "export_path", type=click.Path(dir_okay=False), help="milp: write the model (.mps/.lp).")
@@ -78,15 +82,16 @@ def instance_from(path: str, budget: str | None) -> Instance:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the result as JSON here.")
 def solve_cmd(path: str, backend: str, time_limit: float, workers: int, budget: str | None,
               milp_solver: str | None, max_computes: int | None, free_order: bool, encoding: str | None,
-              colocate: str | None, max_transfers: int | None, no_pin: bool, hint_path: str | None,
-              export_path: str | None, out: str | None, json_out: str | None) -> None:
+              colocate: str | None, max_transfers: int | None, no_pin: bool, seed: int | None,
+              hint_path: str | None, export_path: str | None, out: str | None, json_out: str | None) -> None:
     """Solve an instance (or a graph, as P1) and verify the schedule with the evaluator."""
     inst = instance_from(path, budget)
     for note in budget_notes(inst):
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     options: dict[str, Any] = {k: v for k, v in (("milp_solver", milp_solver), ("max_computes", max_computes),
                                                  ("encoding", encoding), ("export", export_path),
-                                                 ("colocate", colocate), ("max_transfers", max_transfers))
+                                                 ("colocate", colocate), ("max_transfers", max_transfers),
+                                                 ("seed", seed))
                                if v is not None}
     if free_order:
         options["fixed_order"] = False
@@ -137,13 +142,26 @@ def solve_cmd(path: str, backend: str, time_limit: float, workers: int, budget: 
 @click.option("--time-limit", type=SECONDS, default=60.0, show_default=True)
 @click.option("--workers", type=POSITIVE, default=2, show_default=True)
 def min_budget_cmd(path: str, time_limit: float, workers: int) -> None:
-    """The smallest memory budget for which any schedule exists (proven by CP-SAT when it can)."""
+    """The smallest memory budget for which any schedule exists (proven by CP-SAT when it can).
+
+    The eviction heuristic brackets it first, in a fraction of the time (a floor no
+    schedule beats, and the least budget it finds a schedule for); CP-SAT's stage model
+    then narrows it with the time left, where it builds in time.
+    """
     inst = instance_from(path, None)
+    began = time.perf_counter()
+    with working("bracketing the budget (eviction heuristic)"):
+        estimate = min_budget_estimate(inst, time_limit=0.25 * time_limit)
     with working("minimising the peak"):
-        budget_bytes, proven = min_budget(inst, time_limit=time_limit, workers=workers)
+        budget_bytes, proven = min_budget(inst, time_limit=max(1.0, time_limit - (time.perf_counter() - began)),
+                                          workers=workers)
+    if estimate.upper < budget_bytes or (estimate.proven and not proven):
+        budget_bytes, proven = estimate.upper, estimate.proven
     peak = inst.meta.get("store_all_peak_bytes")
     share = f" ({budget_bytes / peak:.3f} of the store-all peak)" if peak else ""
-    console.print(f"minimum budget: {budget_bytes:,} bytes{share}, {'proven' if proven else 'not proven (time limit)'}")
+    floor = "" if proven else f"; no schedule exists below {estimate.lower:,} bytes ({estimate.lower_reason})"
+    console.print(f"minimum budget: {budget_bytes:,} bytes{share}, "
+                  f"{'proven' if proven else 'not proven (time limit)'}{floor}", highlight=False)
 
 
 @click.command("pareto")
