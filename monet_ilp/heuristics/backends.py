@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.heuristics import HEURISTICS, memory_aware_schedule
 from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["evict", "greedy", "memory_aware", "sqrt", "store_all"]
+__all__ = ["evict", "greedy", "memory_aware", "repair", "sqrt", "store_all"]
 
 
 def _run(name: str, schedule: Schedule | Sequence) -> BackendResult:
@@ -50,3 +51,13 @@ def evict(instance: Instance, **_: Any) -> BackendResult:
         return BackendResult(Status.UNKNOWN, message="no eviction rule found a schedule within the budget "
                              "(try `monet-ilp min-budget`)", source="heuristic:evict")
     return _run("evict", sequence)
+
+
+def repair(instance: Instance, **_: Any) -> BackendResult:
+    """Feasible first on P1: store-all repaired by drops and recomputations (``heuristics/repair.py``)."""
+    sequence = repair_sequence(instance)
+    if sequence is None:
+        return BackendResult(Status.UNKNOWN, message="the repair found no drop that lowers the peak "
+                             "within the budget (try heuristic:evict, or `monet-ilp min-budget`)",
+                             source="heuristic:repair")
+    return _run("repair", sequence)

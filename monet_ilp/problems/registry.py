@@ -118,6 +118,8 @@ BACKENDS: tuple[BackendSpec, ...] = (
       for name in ("store_all", "sqrt", "greedy", "memory_aware") for problem in Problem),
     BackendSpec("heuristic:evict", Problem.P1, "monet_ilp.heuristics.backends:evict", _P1_OBJECTIVES,
                 (), None, "monet_ilp/heuristics/evict.py"),
+    BackendSpec("heuristic:repair", Problem.P1, "monet_ilp.heuristics.backends:repair", _P1_OBJECTIVES,
+                (), None, "monet_ilp/heuristics/repair.py"),
     BackendSpec("interval", Problem.P1, "monet_ilp.problems.p1.interval:solve_interval", _P1_OBJECTIVES,
                 _P1_INTERVAL_OPTIONS, "sequences with at most max_computes computations per op "
                 "(first computations in order, or free with fixed_order=False)",

@@ -33,11 +33,12 @@ from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import verified
 from monet_ilp.heuristics import chen_greedy_sequence, store_all
 from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import check_p1, p1_data
 from monet_ilp.problems.p1.lns import solve_lns
 from monet_ilp.problems.p1.milp import solve_milp
-from monet_ilp.problems.p1.relax import P1Bound, all_schedules_bound
+from monet_ilp.problems.p1.relax import HOLDS_FOR, P1Bound, all_schedules_bound
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
@@ -164,6 +165,13 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     incumbent = _incumbent(instance, hint, stats)
     stats["heuristics_s"] = round(time.perf_counter() - began, 3)
 
+    if incumbent is not None and incumbent[2] == every_op_once:
+        # Every op once, no recomputation: a bound for every P1 schedule is met.
+        stats.update(bound_all=every_op_once, bound_class=HOLDS_FOR, gap_all=0.0,
+                     bound_all_holds_for=HOLDS_FOR, bound_all_method="every-op-once")
+        return BackendResult(Status.OPTIMAL, incumbent[1], every_op_once, every_op_once,
+                             f"optimal: {incumbent[0]} computes every op once (no recomputation)",
+                             stats, source=incumbent[0])
     chosen = members_for(cells, threads, max_computes=max_computes, seed=seed,
                          members=None if members is None else tuple(members))
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
@@ -224,6 +232,7 @@ def _incumbent(instance: Instance, hint: Schedule | Sequence | None,
     """PF.S1: the cheapest of the hint and the feasible-first heuristics the evaluator accepts."""
     makers: list[tuple[str, Callable[[], Schedule | Sequence | None]]] = [
         ("hint", lambda: hint),
+        ("repair", lambda: repair_sequence(instance)),
         ("evict", lambda: evict_sequence(instance)),
         ("greedy", lambda: chen_greedy_sequence(instance)),
         ("store_all", lambda: store_all(instance)),

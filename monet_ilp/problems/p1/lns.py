@@ -26,6 +26,7 @@ from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
 from monet_ilp.heuristics import chen_greedy_sequence, store_all_sequence
 from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.problems.p1.data import P1Data, check_max_computes, check_p1, p1_data
 from monet_ilp.problems.p1.interval import (
     IntervalModel,
@@ -202,7 +203,8 @@ def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
     makers: list[tuple[str, Callable[[], Schedule | Sequence | None]]] = []
     if hint is not None:
         makers.append(("hint", lambda: hint))
-    makers += [("heuristic:evict", lambda: evict_sequence(instance)),
+    makers += [("heuristic:repair", lambda: repair_sequence(instance)),
+               ("heuristic:evict", lambda: evict_sequence(instance)),
                ("heuristic:greedy", lambda: chen_greedy_sequence(instance, deadline=deadline)),
                ("heuristic:store_all", lambda: store_all_sequence(instance))]
     best: tuple[Plan, str] | None = None

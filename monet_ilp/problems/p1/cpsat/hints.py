@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from monet_ilp.engines.deadline import OutOfTime
 from monet_ilp.errors import MonetError
 from monet_ilp.heuristics import chen_greedy_sequence, chen_sqrt_sequence, store_all_sequence
+from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.problems.p1.cpsat.variables import Item, Key, items_read, items_read_or_made
 from monet_ilp.schedule import Compute, Release, Sequence
 
@@ -239,9 +241,15 @@ def hint_from(grid: P1Data, sequence: Sequence, source: str = "hint") -> Complet
     return None if cells is None else complete(grid, cells, source=source)
 
 
+def evict_or_store_all(instance: Instance) -> Sequence:
+    """The eviction heuristic's sequence (feasible first), store-all when it finds none."""
+    return evict_sequence(instance) or store_all_sequence(instance)
+
+
 def baseline_completions(instance: Instance, grid: P1Data,
                          deadline: Deadline | None = None) -> list[Completion]:
-    """Completions of the baselines (store-all, Chen sqrt(n), Chen greedy) the model can follow.
+    """Completions of the baselines (store-all, Chen sqrt(n), Chen greedy, the eviction
+    heuristic) the model can follow.
 
     With a ``deadline`` (:class:`~monet_ilp.engines.deadline.Deadline`), the ones
     completed before it passes: the greedy search stops early, and a completion cut
@@ -251,6 +259,8 @@ def baseline_completions(instance: Instance, grid: P1Data,
         "store_all": store_all_sequence,
         "sqrt": chen_sqrt_sequence,
         "greedy": lambda inst: chen_greedy_sequence(inst, grid.capacity_bytes, deadline=deadline),
+        "evict": evict_or_store_all,
+        "repair": lambda inst: repair_sequence(inst) or store_all_sequence(inst),
     }
     found: list[Completion] = []
     for name, make in makers.items():

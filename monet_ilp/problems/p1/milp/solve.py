@@ -26,6 +26,8 @@ from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, SparseMilp, check_sol
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified
 from monet_ilp.heuristics import chen_greedy_sequence, store_all
+from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.problems.p1.cpsat import min_budget
 from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.problems.p1.milp.constraints import add_constraints
@@ -310,14 +312,17 @@ MIN_BUDGET_SECONDS = 30.0
 
 # ====================================================================== backend
 def baseline_sequences(instance: Instance, deadline: Deadline) -> list[tuple[str, Sequence]]:
-    """Store-all and Chen's greedy (its search cut short at the deadline), by name.
+    """Store-all, Chen's greedy (its search cut short at the deadline) and the eviction
+    and repair heuristics (feasible first, ``heuristics/evict.py``, ``heuristics/repair.py``), by name.
 
     The start candidates of the MILP, and what the backend returns when the time runs
     out before the solver has a schedule (``formulations/time_limits.md``).
     """
     found: list[tuple[str, Sequence]] = []
     makers = (("store_all", store_all),
-              ("greedy", lambda inst: chen_greedy_sequence(inst, deadline=deadline)))
+              ("greedy", lambda inst: chen_greedy_sequence(inst, deadline=deadline)),
+              ("evict", evict_sequence),
+              ("repair", repair_sequence))
     for name, make in makers:
         if found and deadline.passed():
             break

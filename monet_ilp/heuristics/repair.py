@@ -1,0 +1,275 @@
+"""Feasible first, the other way round: repair the store-all sequence until it fits the budget.
+
+A constructive heuristic (Instance -> Sequence) for P1 (``formulations/p1_problem.md``,
+fixed order of first computations).  Store-all keeps every value from its computation
+to its last reader; its memory profile is counted per *slot* (the first computation
+of one node, with the recomputations placed just before it).  While the peak slot
+``t`` is over the budget, one value held across ``t`` but not read there is *dropped*
+over the gap between two consecutive reads ``r < t < q``: freed after ``r`` and
+recomputed just before the slot ``q``.  That frees its bytes on every slot strictly
+between ``r`` and ``q`` and costs one recomputation.  A value may be dropped only
+where its recomputation's inputs are held at ``q`` anyway (so nothing else grows) or,
+failing any such value, where the inputs that are not held can be kept a little
+longer without raising any slot over the current peak.  Among the values that qualify,
+the one with the least cost per byte freed goes first (ties: the longer gap).
+
+It keeps a schedule's first computations, never recomputes from the first optimizer op
+on (EV.E2), and never recomputes a graph input.  Releases are placed by liveness
+(:func:`~monet_ilp.heuristics.liveness.place_releases`), so the sequence's peak is at
+most the profile's.  The search stops when the profile fits (the sequence is returned)
+or when no value qualifies (``None``).  It runs in ``O(iterations * live values)``
+Python steps plus one vectorised profile update per drop.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from monet_ilp.graph.ir import OpKind
+from monet_ilp.heuristics.liveness import place_releases, replay, require_sequence_form
+from monet_ilp.schedule import Sequence
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+
+__all__ = ["DEPTH", "repair_sequence"]
+
+#: Levels of inputs a drop may recompute with the dropped value (at the same slot).
+DEPTH = 3
+
+
+@dataclass
+class _Copy:
+    """One held copy of a value: the slot it is computed in and the slots that read it."""
+
+    start: int
+    reads: list[int] = field(default_factory=list)
+
+    @property
+    def end(self) -> int:
+        return self.reads[-1] if self.reads else self.start
+
+
+class _Repair:
+    """The state of the repair: copies per value, recomputations per slot, the profile."""
+
+    def __init__(self, instance: Instance) -> None:
+        require_sequence_form(instance, "repair")
+        graph = instance.graph
+        core = instance.cores[0]
+        ops = list(graph.ops)
+        index = {op.id: i for i, op in enumerate(ops)}
+        n = self.n = len(ops)
+        self.ops = [op.id for op in ops]
+        self.cost = [instance.cost(op.id, core.id).cycles for op in ops]
+        self.size = [sum(graph.tensor(t).bytes for t in dict.fromkeys(op.outputs)
+                         if not graph.tensor(t).persistent) for op in ops]
+        self.preds: list[list[int]] = [[] for _ in range(n)]
+        input_last: dict[str, int] = {}
+        for j, op in enumerate(ops):
+            for t in dict.fromkeys(op.inputs):
+                tensor = graph.tensor(t)
+                if tensor.persistent:
+                    continue
+                if tensor.producer is None:
+                    input_last[t] = j
+                elif index[tensor.producer] not in self.preds[j]:
+                    self.preds[j].append(index[tensor.producer])
+        self.input_end = {t: last for t, last in input_last.items()}
+        self.reads_inputs = [[t for t in dict.fromkeys(op.inputs) if t in input_last] for op in ops]
+        optimizer = [i for i, op in enumerate(ops) if op.kind is OpKind.OPTIMIZER]
+        self.first_update = optimizer[0] if optimizer else n
+        persistent = (sum(t.bytes for t in graph.tensors if t.persistent)
+                      if instance.persistent_home == core.memory else 0)
+        self.room = instance.budget_bytes - persistent
+        self.copies: list[list[_Copy]] = [[_Copy(v)] for v in range(n)]
+        for j in range(n):
+            for u in self.preds[j]:
+                self.copies[u][0].reads.append(j)
+        self.recompute: dict[int, list[int]] = {}
+        profile = np.zeros(n + 1, dtype=np.int64)
+        for v in range(n):
+            profile[v] += self.size[v]
+            profile[self.copies[v][0].end + 1] -= self.size[v]
+        for t, last in input_last.items():
+            profile[0] += graph.tensor(t).bytes
+            profile[last + 1] -= graph.tensor(t).bytes
+        self.profile = np.cumsum(profile)[:n]
+        self.recomputations = 0
+
+    # ------------------------------------------------------------ queries
+    def copy_at(self, v: int, slot: int) -> _Copy | None:
+        """The copy of ``v`` held at ``slot`` (computed at or before it, read at or after)."""
+        for c in self.copies[v]:
+            if c.start <= slot <= c.end:
+                return c
+        return None
+
+    def drop_at(self, v: int, t: int) -> tuple[_Copy, int, int] | None:
+        """The copy of ``v`` held across ``t`` and its gap ``(r, q)`` around ``t``, if any."""
+        c = self.copy_at(v, t)
+        if c is None or c.start == t or not c.reads:
+            return None
+        k = bisect.bisect_left(c.reads, t)
+        if k < len(c.reads) and c.reads[k] == t:
+            return None  # read at t: dropping it there frees nothing
+        if k == len(c.reads):
+            return None
+        r = c.reads[k - 1] if k > 0 else c.start
+        q = c.reads[k]
+        if q >= self.first_update:
+            return None
+        return c, r, q
+
+    def extension(self, v: int, q: int) -> list[tuple[int, _Copy]] | None:
+        """The inputs of a recomputation of ``v`` at ``q`` that are not held there, each
+        with the copy that would be kept until ``q``; ``None`` when one has no copy to keep
+        (it is not computed before ``q``) or a graph input is gone by then."""
+        if any(self.input_end[t] < q for t in self.reads_inputs[v]):
+            return None
+        out = []
+        for u in self.preds[v]:
+            if self.copy_at(u, q) is not None:
+                continue
+            before = [c for c in self.copies[u] if c.start < q]
+            if not before:
+                return None
+            out.append((u, before[-1]))
+        return out
+
+    # ------------------------------------------------------------ the search
+    def run(self, max_drops: int) -> bool:
+        room = self.room
+        for _ in range(max_drops):
+            t = int(np.argmax(self.profile))
+            peak = int(self.profile[t])
+            if peak <= room:
+                return True
+            best: tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
+                        list[int]] | None = None
+            for v in range(min(t, self.n)):
+                if self.size[v] == 0:
+                    continue
+                gap = self.drop_at(v, t)
+                if gap is None:
+                    continue
+                c, r, q = gap
+                grow = self.extension(v, q)
+                extra: list[int] = []
+                if grow is None or (grow and not self._fits(grow, [], q, peak, v, r, t)):
+                    grow = []
+                    # Recompute the missing inputs too, at the same slot (a few levels deep).
+                    found = self.closure(v, q, DEPTH)
+                    if found is None or not self._fits([], found, q, peak, v, r, t):
+                        continue
+                    extra = found
+                cost = self.cost[v] + sum(self.cost[w] for w in extra)
+                # Cheapest per byte freed; among equals the longer gap, then the smaller index.
+                key = (cost / self.size[v], -(q - r), v)
+                if best is None or key < best[0]:
+                    best = (key, c, r, q, grow, extra)
+            if best is None:
+                return False
+            (_, _, v), c, r, q, grow, extra = best
+            self._drop(v, c, r, q, grow, extra)
+        return bool(self.profile.max() <= room)
+
+    def closure(self, v: int, q: int, depth: int) -> list[int] | None:
+        """The inputs of ``v`` to recompute at slot ``q`` with it (their own inputs held
+        there or recomputed in turn, at most ``depth`` levels), in node order; ``None``
+        when one of them cannot be."""
+        if any(self.input_end[t] < q for t in self.reads_inputs[v]):
+            return None
+        out: set[int] = set()
+        for u in self.preds[v]:
+            if self.copy_at(u, q) is not None:
+                continue
+            if depth == 0 or u >= self.first_update:
+                return None
+            sub = self.closure(u, q, depth - 1)
+            if sub is None:
+                return None
+            out.update(sub)
+            out.add(u)
+        return sorted(out)
+
+    def _fits(self, grow: list[tuple[int, _Copy]], extra: list[int], q: int, peak: int, v: int,
+              r: int, t: int) -> bool:
+        """Whether the drop lowers slot ``t`` and raises no slot above ``peak``: it frees
+        ``v`` on ``(r, q)``, keeps ``grow``'s copies until ``q`` and holds ``extra`` at ``q``."""
+        after = self.profile.copy()
+        after[r + 1:q] -= self.size[v]
+        for u, c in grow:
+            after[c.end + 1:q + 1] += self.size[u]
+        after[q] += sum(self.size[w] for w in extra)
+        return bool(after[t] < peak and after.max() <= peak)
+
+    def _drop(self, v: int, c: _Copy, r: int, q: int, grow: list[tuple[int, _Copy]],
+              extra: list[int]) -> None:
+        """Free ``v``'s copy ``c`` after ``r`` and recompute it just before slot ``q``
+        (after ``extra``, recomputed there for it)."""
+        k = bisect.bisect_left(c.reads, q)
+        later = c.reads[k:]
+        del c.reads[k:]
+        self.profile[r + 1:q] -= self.size[v]
+        kept = dict(grow)
+        for u, held in grow:
+            self.profile[held.end + 1:q + 1] += self.size[u]
+        for w in extra:
+            self._add_copy(w, _Copy(q))
+            self.profile[q] += self.size[w]
+        self._add_copy(v, _Copy(q, later))
+        for w in [*extra, v]:
+            for u in self.preds[w]:
+                held_at_q = kept.get(u) or self.copy_at(u, q)
+                if held_at_q is None:
+                    raise AssertionError("a recomputation's input is not held; this is a bug")
+                bisect.insort(held_at_q.reads, q)
+            self.recompute.setdefault(q, []).append(w)
+            self.recomputations += 1
+
+    def _add_copy(self, v: int, copy: _Copy) -> None:
+        self.copies[v].append(copy)
+        self.copies[v].sort(key=lambda x: x.start)
+
+    def computations(self) -> list[str]:
+        out: list[str] = []
+        for k in range(self.n):
+            out.extend(self.ops[v] for v in sorted(self.recompute.get(k, ())))
+            out.append(self.ops[k])
+        return out
+
+
+def repair_sequence(instance: Instance, *, budget_bytes: int | None = None) -> Sequence | None:
+    """The store-all sequence repaired to fit the budget by drops and recomputations, or ``None``.
+
+    Parameters
+    ----------
+    instance
+        A P1 instance (one core whose memory holds the graph inputs).
+    budget_bytes
+        The memory the sequence may use, persistent bytes included when the instance
+        models them in the core's memory (default: the capacity of the core's memory).
+
+    Returns
+    -------
+    Sequence or None
+        ``meta``: ``heuristic`` (``"repair"``), ``budget_bytes``, the claimed
+        ``compute_cycles``, ``peak_bytes`` and ``recomputations``.
+    """
+    state = _Repair(instance)
+    budget = instance.budget_bytes if budget_bytes is None else int(budget_bytes)
+    state.room += budget - instance.budget_bytes
+    if not state.run(max_drops=20 * state.n + 100):
+        return None
+    steps = place_releases(instance.graph, state.computations())
+    claimed = replay(instance, steps)
+    if claimed.peak_bytes > budget:
+        return None
+    return Sequence(steps, meta={"heuristic": "repair", "budget_bytes": budget,
+                                 "compute_cycles": claimed.compute_cycles, "peak_bytes": claimed.peak_bytes,
+                                 "recomputations": claimed.recomputations})
