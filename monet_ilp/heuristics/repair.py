@@ -6,11 +6,12 @@ to its last reader; its memory profile is counted per *slot* (the first computat
 of one node, with the recomputations placed just before it).  While the peak slot
 ``t`` is over the budget, one value held across ``t`` but not read there is *dropped*
 over the gap between two consecutive reads ``r < t < q``: freed after ``r`` and
-recomputed just before the slot ``q``.  That frees its bytes on every slot strictly
-between ``r`` and ``q`` and costs one recomputation.  A value may be dropped only
-where its recomputation's inputs are held at ``q`` anyway (so nothing else grows) or,
-failing any such value, where the inputs that are not held can be kept a little
-longer without raising any slot over the current peak.  Among the values that qualify,
+recomputed just before a slot ``q'`` in ``(t, q]``.  That frees its bytes on every
+slot strictly between ``r`` and ``q'`` and costs one recomputation.  ``q'`` is the
+latest slot at which its recomputation's inputs are held anyway (so nothing else
+grows); without one, at ``q`` with the inputs that are not held kept a little longer,
+or recomputed there too (at most :data:`DEPTH` levels), when no slot rises over the
+current peak.  Among the values that qualify,
 the one with the least cost per byte freed goes first (ties: the longer gap).
 
 It keeps a schedule's first computations, never recomputes from the first optimizer op
@@ -125,6 +126,41 @@ class _Repair:
             return None
         return c, r, q
 
+    def options(self, v: int, t: int, r: int, q: int, peak: int
+                ) -> list[tuple[int, list[tuple[int, _Copy]], list[int]]]:
+        """The ways to drop ``v`` over ``(r, q)`` that lower slot ``t`` and raise no slot
+        over ``peak``: (recompute slot, copies kept longer, inputs recomputed with it)."""
+        found: list[tuple[int, list[tuple[int, _Copy]], list[int]]] = []
+        grow = self.extension(v, q)
+        if grow is not None and (not grow or self._fits(grow, [], q, peak, v, r, t)):
+            found.append((q, grow, []))
+            if not grow:
+                return found  # the whole gap, nothing grows: no option frees more for less
+        closure = self.closure(v, q, DEPTH)
+        if closure and self._fits([], closure, q, peak, v, r, t):
+            found.append((q, [], closure))
+        early = self.latest_slot(v, t, q)
+        if early is not None and early < q:
+            found.append((early, [], []))
+        return found
+
+    def latest_slot(self, v: int, t: int, q: int) -> int | None:
+        """The latest slot in ``(t, q]`` at which every input of ``v`` is held, or ``None``."""
+        slot = q
+        while slot > t:
+            if any(self.input_end[g] < slot for g in self.reads_inputs[v]):
+                slot = min(self.input_end[g] for g in self.reads_inputs[v])
+                continue
+            lowered = slot
+            for u in self.preds[v]:
+                if self.copy_at(u, slot) is None:
+                    ends = [c.end for c in self.copies[u] if c.end < slot]
+                    lowered = min(lowered, max(ends, default=-1))
+            if lowered == slot:
+                return slot
+            slot = lowered
+        return None
+
     def extension(self, v: int, q: int) -> list[tuple[int, _Copy]] | None:
         """The inputs of a recomputation of ``v`` at ``q`` that are not held there, each
         with the copy that would be kept until ``q``; ``None`` when one has no copy to keep
@@ -158,20 +194,12 @@ class _Repair:
                 if gap is None:
                     continue
                 c, r, q = gap
-                grow = self.extension(v, q)
-                extra: list[int] = []
-                if grow is None or (grow and not self._fits(grow, [], q, peak, v, r, t)):
-                    grow = []
-                    # Recompute the missing inputs too, at the same slot (a few levels deep).
-                    found = self.closure(v, q, DEPTH)
-                    if found is None or not self._fits([], found, q, peak, v, r, t):
-                        continue
-                    extra = found
-                cost = self.cost[v] + sum(self.cost[w] for w in extra)
-                # Cheapest per byte freed; among equals the longer gap, then the smaller index.
-                key = (cost / self.size[v], -(q - r), v)
-                if best is None or key < best[0]:
-                    best = (key, c, r, q, grow, extra)
+                for slot, grow, extra in self.options(v, t, r, q, peak):
+                    cost = self.cost[v] + sum(self.cost[w] for w in extra)
+                    # Cheapest per byte freed; among equals the longer gap, then the smaller index.
+                    key = (cost / self.size[v], -(slot - r), v)
+                    if best is None or key < best[0]:
+                        best = (key, c, r, slot, grow, extra)
             if best is None:
                 return False
             (_, _, v), c, r, q, grow, extra = best
