@@ -59,7 +59,7 @@ def test_backends_for_a_class_and_objective(tmp_path):
     done = run("backends", "--problem", "P3", "--objective", "energy", "--json", str(out))
     assert done.returncode == 0, done.stderr
     rows = json.loads(out.read_text())["backends"]
-    assert {r["backend"] for r in rows if not r["heuristic"]} == {"cpsat", "milp"}
+    assert {r["backend"] for r in rows if not r["heuristic"]} == {"auto", "cpsat", "milp"}
     assert all(r["problem"] == "P3" and "energy" in r["objectives"] for r in rows)
 
 
@@ -70,4 +70,5 @@ def test_an_unknown_option_is_one_error_everywhere(tmp_path, p3_small):
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: encoding: ") and "monet-ilp backends" in last
-    assert registry.unknown_option_message("cpsat", p3_small.problem, ["encoding"]) in last
+    # The default backend, auto, is cpsat on P3 and takes cpsat's options there.
+    assert registry.unknown_option_message("auto", p3_small.problem, ["encoding"]) in last
