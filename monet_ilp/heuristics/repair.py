@@ -10,8 +10,8 @@ recomputed just before a slot ``q'`` in ``(t, q]``.  That frees its bytes on eve
 slot strictly between ``r`` and ``q'`` and costs one recomputation.  ``q'`` is the
 latest slot at which its recomputation's inputs are held anyway (so nothing else
 grows); without one, at ``q`` with the inputs that are not held kept a little longer,
-or recomputed there too (at most :data:`DEPTH` levels), when no slot rises over the
-current peak.  Among the values that qualify,
+or (only when no drop of the other kinds fits) recomputed there too, back to what is
+held (at most :data:`DEPTH` levels), when no slot rises over the current peak.  Among the values that qualify,
 the one with the least cost per byte freed goes first (ties: the longer gap).
 
 It keeps a schedule's first computations, never recomputes from the first optimizer op
@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEPTH", "repair_sequence"]
 
-#: Levels of inputs a drop may recompute with the dropped value (at the same slot).
-DEPTH = 3
+#: Levels of inputs a drop may recompute with the dropped value, at the same slot (their
+#: bytes counted as a node-order recomputation holds them, each freed after its last reader).
+DEPTH = 64
 
 
 @dataclass
@@ -126,7 +127,29 @@ class _Repair:
             return None
         return c, r, q
 
-    def options(self, v: int, t: int, r: int, q: int, peak: int
+    def best_drop(self, t: int, peak: int, *, deep: bool
+                  ) -> tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
+                             list[int]] | None:
+        """The drop that lowers slot ``t`` for the least cost per byte (with ``deep``, also
+        those that recompute inputs with the value)."""
+        best: tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
+                    list[int]] | None = None
+        for v in range(min(t, self.n)):
+            if self.size[v] == 0:
+                continue
+            gap = self.drop_at(v, t)
+            if gap is None:
+                continue
+            c, r, q = gap
+            for slot, grow, extra in self.options(v, t, r, q, peak, deep=deep):
+                cost = self.cost[v] + sum(self.cost[w] for w in extra)
+                # Cheapest per byte freed; among equals the longer gap, then the smaller index.
+                key = (cost / self.size[v], -(slot - r), v)
+                if best is None or key < best[0]:
+                    best = (key, c, r, slot, grow, extra)
+        return best
+
+    def options(self, v: int, t: int, r: int, q: int, peak: int, *, deep: bool = True
                 ) -> list[tuple[int, list[tuple[int, _Copy]], list[int]]]:
         """The ways to drop ``v`` over ``(r, q)`` that lower slot ``t`` and raise no slot
         over ``peak``: (recompute slot, copies kept longer, inputs recomputed with it)."""
@@ -136,7 +159,7 @@ class _Repair:
             found.append((q, grow, []))
             if not grow:
                 return found  # the whole gap, nothing grows: no option frees more for less
-        closure = self.closure(v, q, DEPTH)
+        closure = self.closure(v, q, DEPTH) if deep else None
         if closure and self._fits([], closure, q, peak, v, r, t):
             found.append((q, [], closure))
         early = self.latest_slot(v, t, q)
@@ -185,21 +208,8 @@ class _Repair:
             peak = int(self.profile[t])
             if peak <= room:
                 return True
-            best: tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
-                        list[int]] | None = None
-            for v in range(min(t, self.n)):
-                if self.size[v] == 0:
-                    continue
-                gap = self.drop_at(v, t)
-                if gap is None:
-                    continue
-                c, r, q = gap
-                for slot, grow, extra in self.options(v, t, r, q, peak):
-                    cost = self.cost[v] + sum(self.cost[w] for w in extra)
-                    # Cheapest per byte freed; among equals the longer gap, then the smaller index.
-                    key = (cost / self.size[v], -(slot - r), v)
-                    if best is None or key < best[0]:
-                        best = (key, c, r, slot, grow, extra)
+            # Drops that recompute inputs too are weighed only when no other drop fits.
+            best = self.best_drop(t, peak, deep=False) or self.best_drop(t, peak, deep=True)
             if best is None:
                 return False
             (_, _, v), c, r, q, grow, extra = best
@@ -209,21 +219,48 @@ class _Repair:
     def closure(self, v: int, q: int, depth: int) -> list[int] | None:
         """The inputs of ``v`` to recompute at slot ``q`` with it (their own inputs held
         there or recomputed in turn, at most ``depth`` levels), in node order; ``None``
-        when one of them cannot be."""
-        if any(self.input_end[t] < q for t in self.reads_inputs[v]):
-            return None
+        when one of them cannot be (computed after ``q``, an optimizer op, a graph input
+        gone, or deeper than ``depth``)."""
         out: set[int] = set()
-        for u in self.preds[v]:
-            if self.copy_at(u, q) is not None:
-                continue
-            if depth == 0 or u >= self.first_update:
-                return None
-            sub = self.closure(u, q, depth - 1)
-            if sub is None:
-                return None
-            out.update(sub)
-            out.add(u)
-        return sorted(out)
+        level = [v]
+        for _ in range(depth + 1):
+            following: list[int] = []
+            for w in level:
+                if any(self.input_end[g] < q for g in self.reads_inputs[w]):
+                    return None
+                for u in self.preds[w]:
+                    if u in out or self.copy_at(u, q) is not None:
+                        continue
+                    if u >= self.first_update or u >= q:
+                        return None
+                    out.add(u)
+                    following.append(u)
+            if not following:
+                return sorted(out)
+            level = following
+        return None
+
+    def closure_bytes(self, closure: list[int], v: int) -> int:
+        """The most bytes the recomputation of ``closure`` (then ``v``) holds at once, each
+        value freed once its last reader in the closure has run (``v`` not counted: its
+        copy is held at the slot anyway)."""
+        inside = set(closure)
+        uses = dict.fromkeys(closure, 0)
+        for w in [*closure, v]:
+            for u in self.preds[w]:
+                if u in inside:
+                    uses[u] += 1
+        held = most = 0
+        for w in [*closure, v]:
+            if w != v:
+                held += self.size[w]
+                most = max(most, held)
+            for u in self.preds[w]:
+                if u in inside:
+                    uses[u] -= 1
+                    if uses[u] == 0:
+                        held -= self.size[u]
+        return most
 
     def _fits(self, grow: list[tuple[int, _Copy]], extra: list[int], q: int, peak: int, v: int,
               r: int, t: int) -> bool:
@@ -233,7 +270,8 @@ class _Repair:
         after[r + 1:q] -= self.size[v]
         for u, c in grow:
             after[c.end + 1:q + 1] += self.size[u]
-        after[q] += sum(self.size[w] for w in extra)
+        if extra:
+            after[q] += self.closure_bytes(extra, v)
         return bool(after[t] < peak and after.max() <= peak)
 
     def _drop(self, v: int, c: _Copy, r: int, q: int, grow: list[tuple[int, _Copy]],
@@ -247,9 +285,10 @@ class _Repair:
         kept = dict(grow)
         for u, held in grow:
             self.profile[held.end + 1:q + 1] += self.size[u]
+        if extra:
+            self.profile[q] += self.closure_bytes(extra, v)
         for w in extra:
             self._add_copy(w, _Copy(q))
-            self.profile[q] += self.size[w]
         self._add_copy(v, _Copy(q, later))
         for w in [*extra, v]:
             for u in self.preds[w]:
