@@ -57,7 +57,8 @@ LARGE_CELLS = 150_000
 #: The class the stage members are exact over (``p1_milp.md`` P1M.A1).
 STAGE_CLASS = "Checkmate's stage form (first computations in order, one index-ordered pass per stage)"
 #: The class the LNS searches (``p1_interval.md``).
-INTERVAL_CLASS = "sequences with at most max_computes computations per op, first computations in order"
+INTERVAL_CLASS = ("sequences with at most {} computations per op (more for an op its start computes more "
+                  "often), first computations in order")
 #: Share of the time the all-schedules bound may take when it runs beside the members.
 BOUND_SHARE = 0.25
 
@@ -108,7 +109,7 @@ def members_for(cells: int, workers: int, *, max_computes: int | None, seed: int
             out.append(Member("cpsat", solve_cpsat, STAGE_CLASS, cp_threads,
                               {"max_computes": max_computes, "seed": seed, "use_baseline_hint": False}))
         else:
-            out.append(Member("lns", solve_lns, INTERVAL_CLASS, cp_threads,
+            out.append(Member("lns", solve_lns, INTERVAL_CLASS.format(max_computes or 2), cp_threads,
                               {"max_computes": max_computes or 2, "seed": seed}))
     return out
 
