@@ -59,6 +59,8 @@ STAGE_CLASS = "Checkmate's stage form (first computations in order, one index-or
 #: The class the LNS searches (``p1_interval.md``).
 INTERVAL_CLASS = ("sequences with at most {} computations per op (more for an op its start computes more "
                   "often), first computations in order")
+#: What every-op-once holds for (PF.B3): any schedule the evaluator accepts.
+EVERY_SCHEDULE = "every schedule the evaluator accepts (every op computed at least once)"
 #: Share of the time the all-schedules bound may take when it runs beside the members.
 BOUND_SHARE = 0.25
 
@@ -214,6 +216,14 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         # PF.B1: a schedule outside the classes searched beats their bound; only the
         # bound over every schedule still holds.
         bound, bound_class = all_value, stats["bound_all_holds_for"]
+    if bound > objective:
+        # PF.B3: it beats that bound too, so it lies outside what PF.B2 covers (a
+        # heuristic's schedule that frees the outputs of one op apart, EV.E3 allows it):
+        # only every-op-once holds for it, and nothing is proven beyond it.
+        bound, bound_class = every_op_once, EVERY_SCHEDULE
+        all_value = every_op_once
+        stats.update(bound_all=every_op_once, bound_all_holds_for=EVERY_SCHEDULE,
+                     bound_all_method="every-op-once", bound_all_beaten_by=source)
     stats["bound_class"] = bound_class
     stats["gap_all"] = _gap(objective, all_value)
     proven = bound >= objective
@@ -222,7 +232,10 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         how = f"{' and '.join(provers)} proved it" if provers else "the bound meets the schedule"
         message = f"optimal over {bound_class} ({how})"
     else:
-        message = (f"time limit reached; best schedule from {source}, bound over {bound_class} "
+        limited = [n for n, r in results.items() if r.status not in (Status.OPTIMAL, Status.INFEASIBLE)]
+        why = (f"time limit reached ({', '.join(limited)})" if limited
+               else "every member proved its class, and a schedule from outside their classes is cheaper")
+        message = (f"{why}; best schedule from {source}, bound over {bound_class} "
                    f"(gap {_gap(objective, bound):.2%}; over every P1 schedule {stats['gap_all']:.2%})")
     return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
                          objective if proven else bound, message, stats, source=source)

@@ -9,8 +9,9 @@ import time
 import pytest
 
 from monet_ilp.engines.deadline import Deadline
-from monet_ilp.graph import random_layered
-from monet_ilp.make import p1_instance
+from monet_ilp.graph import random_layered, zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.problems.p1.auto import SMALL_CELLS, members_for, solve_auto, stage_cells
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import p1_data
@@ -92,3 +93,19 @@ def test_cancelling_a_deadline_stops_a_running_cpsat_solve():
     result = solve_cpsat(inst, _deadline=deadline, workers=1)
     assert time.perf_counter() - began < 150  # stopped by the cancel, far from its limit
     assert result.status is not Status.OPTIMAL or result.bound == result.objective
+
+
+def test_a_heuristic_schedule_below_the_node_level_bound_claims_only_every_op_once():
+    """The mlp at 0.9: Chen's greedy frees the outputs of one op apart (EV.E3 allows it) and
+    beats the node-level optimum the stage models prove and PF.B2's bound: no proof then."""
+    inst = make_instance(zoo.build("mlp"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
+                         budget=0.9)
+    auto = solve(inst, "auto", time_limit=60)
+    milp = solve(inst, "milp", time_limit=60)
+    verified(inst, auto)
+    assert milp.status is Status.OPTIMAL
+    assert auto.objective <= milp.objective
+    if auto.objective < milp.objective:
+        every_op_once = sum(inst.cost(op.id, inst.cores[0].id).cycles for op in inst.graph.ops)
+        assert auto.status is Status.FEASIBLE and auto.bound == every_op_once
+        assert auto.stats["bound_all_beaten_by"] == auto.source
