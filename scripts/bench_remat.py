@@ -26,7 +26,6 @@ import json
 import math
 import multiprocessing
 import resource
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
