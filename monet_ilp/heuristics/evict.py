@@ -21,10 +21,24 @@ and freed together).
   when its stage starts, every value a later first computation reads is made
   resident, recomputing what is missing, and is never evicted again.
 
-Each rule gives one deterministic sequence; :func:`evict_sequence` replays them
+Each rule is simulated in up to three modes (:data:`MODES`), each a deterministic pass:
+
+* ``strict``: evicting a value that is still to be read keeps its predecessors (they
+  are not freed when their last first reader has run, and are evicted only when
+  nothing else can be), so that its recomputation needs nothing but itself.  Without
+  this, evictions cascade: a value whose predecessors are gone is recomputed from the
+  closure of everything missing below it, which at a tight budget no longer fits;
+* ``plain``: the policy above alone (predecessors freed after their last first read);
+* ``retry``, only when no other pass fits: ``strict`` again, each time keeping (evicting
+  last) the values the stage that got stuck had to recompute, at most :data:`RETRIES`
+  times, within a shared budget of computations (:data:`FALLBACK_WORK` per node).
+
+:func:`evict_sequence` replays the candidates
 (:func:`~monet_ilp.heuristics.liveness.replay`) and returns the cheapest within the
-budget.  :func:`min_budget_estimate` brackets the least budget: a peak bound no
-schedule can beat, and the least budget at which the heuristic found a schedule.
+budget; a pass stops as soon as it costs more than the best one so far, or once it has
+made :data:`MAX_COMPUTATIONS` computations per node.  :func:`min_budget_estimate`
+brackets the least budget: a peak bound no schedule can beat, and the least budget at
+which the heuristic found a schedule.
 
 Everything is incremental: next-use pointers, a recompute-cost estimate updated when a
 predecessor comes or goes, and one vectorised scan of the scores per eviction, so a
@@ -83,7 +97,9 @@ class BudgetEstimate:
     ----------
     lower
         No schedule exists with a smaller budget (P1C.O2's peak bound, and the memory
-        the stages after the first optimizer op are forced to hold).
+        the stages after the first optimizer op are forced to hold), tensor by tensor:
+        it holds for every sequence the evaluator accepts, those that free a node's
+        outputs one by one included, so it is at most the store-all peak.
     lower_reason
         Which step forces ``lower``, in words.
     upper
@@ -128,6 +144,10 @@ class _Nodes:
         self.size = [sum(graph.tensor(t).bytes for t in outs) for outs in self.outputs]
         preds: list[list[int]] = [[] for _ in range(n)]
         inputs: dict[str, list[int]] = {}  # read graph input -> readers, in node order
+        #: Bytes of the node outputs each node reads (tensor by tensor: EV.E3 may free a
+        #: node's other outputs), and each such tensor's producer, last reader and bytes.
+        self.read_bytes = [0] * n
+        last_read: dict[str, tuple[int, int, int]] = {}
         for j, op in enumerate(ops):
             for t in dict.fromkeys(op.inputs):
                 tensor = graph.tensor(t)
@@ -137,6 +157,8 @@ class _Nodes:
                     inputs.setdefault(t, []).append(j)
                     continue
                 i = index[tensor.producer]
+                self.read_bytes[j] += tensor.bytes
+                last_read[t] = (i, j, tensor.bytes)
                 if i >= j:
                     raise MonetError(
                         f"op {op.id!r} reads {t!r} from {tensor.producer!r}, which comes later in the "
@@ -165,6 +187,7 @@ class _Nodes:
         self.input_readers = [inputs[t] for t in self.input_ids]
         #: P1C.D3: input g is released right after the first computation of this node.
         self.input_free_at = [max(hi[j] for j in readers) for readers in self.input_readers]
+        self.read_spans = list(last_read.values())
         self.unread_inputs = tuple(t.id for t in graph.tensors
                                    if t.producer is None and not t.persistent and t.id not in inputs)
         self.persistent = (sum(t.bytes for t in graph.tensors if t.persistent)
@@ -176,35 +199,36 @@ class _Nodes:
     def peak_bound(self) -> tuple[int, str]:
         """The largest memory some step forces on every schedule (bytes, persistent included).
 
-        For stage ``k`` before the first optimizer op: P1C.O2, ``m_k`` plus the values of
-        its predecessors plus every input read at or after ``k`` (inputs are never
+        For stage ``k`` before the first optimizer op: P1C.O2, ``m_k`` plus the tensors
+        ``v_k`` reads plus every input read at or after ``k`` (inputs are never
         recomputed).  From the first optimizer op on nothing may be recomputed, so
-        every value made before ``k`` and read at or after ``k`` is resident while
-        ``v_k`` runs.
+        every tensor made before ``k`` and read at or after ``k`` is resident while
+        ``v_k`` runs.  Read tensors are counted one by one, not as their producers'
+        values: EV.E3 lets a schedule free a node's outputs separately (the store-all
+        sequence does), and the bound holds for every sequence the evaluator accepts,
+        so it is never above the store-all peak.
         """
         n = self.n
         best, reason = 0, "no op"
-        last_reader = [max(c, default=-1) for c in self.consumers]
         # Inputs still to be read at stage k: a difference array over their spans.
         inputs_at = [0] * (n + 1)
         for s, readers in zip(self.input_size, self.input_readers, strict=True):
             inputs_at[0] += s
             inputs_at[max(readers) + 1] -= s
-        live_after = [0] * (n + 1)  # values made before k and read at or after k (used from first_update)
-        for i in range(n):
-            if last_reader[i] > i:
-                live_after[i + 1] += self.size[i]
-                live_after[last_reader[i] + 1] -= self.size[i]
+        live_after = [0] * (n + 1)  # tensors made before k and read at or after k (from first_update)
+        for i, last, size in self.read_spans:
+            live_after[i + 1] += size
+            live_after[last + 1] -= size
         held_inputs = held_values = 0
         for k in range(n):
             held_inputs += inputs_at[k]
             held_values += live_after[k]
             if k < self.first_update:
-                values = sum(self.size[p] for p in self.preds[k])
-                why = "its predecessors' outputs"
+                values = self.read_bytes[k]
+                why = "the tensors it reads"
             else:
                 values = held_values
-                why = "every value read from then on (no recomputation after the first optimizer op)"
+                why = "every tensor read from then on (no recomputation after the first optimizer op)"
             step = self.persistent + self.size[k] + values + held_inputs
             if step > best:
                 best = step
@@ -215,8 +239,20 @@ class _Nodes:
 
 
 # ====================================================================== the simulation
+#: Passes of the fallback (:func:`_simulate`'s ``retries``): after a pass gets stuck, the
+#: values its last stage had to recompute are kept resident as long as possible.
+RETRIES = 5
+
+#: A pass stops after this many computations per node (a schedule that recomputes
+#: every op ten times over is no incumbent worth the time).
+MAX_COMPUTATIONS = 10
+
+#: The retrying passes of :func:`_best` share this many computations per node.
+FALLBACK_WORK = 20
+
+
 class _Fail(Exception):
-    """The rule found no schedule within the budget."""
+    """The rule found no schedule within the budget (or none under the cost cut-off)."""
 
 
 @dataclass(frozen=True)
@@ -226,24 +262,59 @@ class _Plan:
     recomputations: int
 
 
-def _simulate(nodes: _Nodes, budget: int, rule: str) -> _Plan | None:
-    """One pass of the eviction heuristic with ``rule``; ``None`` when it gets stuck."""
-    try:
-        return _Simulation(nodes, budget, rule).run()
-    except _Fail:
-        return None
+def _simulate(nodes: _Nodes, budget: int, rule: str, *, strict: bool = False, retries: int = 0,
+              cutoff: int | None = None, work: list[int] | None = None) -> _Plan | None:
+    """A pass of the eviction heuristic with ``rule``; ``None`` when it gets stuck.
+
+    With ``retries``, a pass that gets stuck is run again (at most ``retries`` times),
+    keeping the values that its failing stage found missing (the *kept* values are
+    evicted only when nothing else can be), as long as each retry adds some.  A pass
+    whose cost passes ``cutoff`` stops (it cannot beat a schedule already found).
+    """
+    keep: set[int] = set()
+    for _ in range(retries + 1):
+        limit = MAX_COMPUTATIONS * nodes.n if work is None else min(MAX_COMPUTATIONS * nodes.n, work[0])
+        if limit < nodes.n:
+            return None
+        sim = _Simulation(nodes, budget, rule, strict=strict, keep=keep, cutoff=cutoff,
+                          max_computations=limit)
+        try:
+            return sim.run()
+        except _Fail:
+            new = set(sim.missing) - keep
+            if sim.over_cutoff or not new:
+                return None
+            keep |= new
+        finally:
+            if work is not None:
+                work[0] -= sim.computations
+    return None
 
 
 class _Simulation:
     """State of one pass (see the module docstring for the policy)."""
 
-    def __init__(self, nodes: _Nodes, budget: int, rule: str) -> None:
+    def __init__(self, nodes: _Nodes, budget: int, rule: str, *, strict: bool = False,
+                 keep: Iterable[int] = (), cutoff: int | None = None,
+                 max_computations: int | None = None) -> None:
         if rule not in EVICTION_RULES:
             raise MonetError(f"unknown eviction rule {rule!r}", field="rules",
                              fix=f"use some of {', '.join(EVICTION_RULES)}")
         n = nodes.n
         self.nodes = nodes
         self.rule = rule
+        self.strict = strict
+        # strict: needers[e] counts the evicted values that are still to be read and read
+        # e (their recomputation needs e); counted[e] says whether e is counted so.
+        self.needers = [0] * n
+        self.counted = [False] * n
+        self.source = np.zeros(n, dtype=bool)  # needers > 0: evicted only as a last resort
+        self.keep = np.zeros(n, dtype=bool)  # evicted after everything else
+        self.keep[list(keep)] = True
+        self.missing: list[int] = []  # the values the current stage had to recompute
+        self.cutoff = math.inf if cutoff is None else cutoff
+        self.max_computations = MAX_COMPUTATIONS * n if max_computations is None else max_computations
+        self.over_cutoff = False
         self.room = budget - nodes.persistent  # what the values may hold
         self.resident = [False] * n
         self.lock = [0] * n  # pending computations that read the value
@@ -272,23 +343,34 @@ class _Simulation:
         self.evictable[e] = (self.resident[e] and self.lock[e] == 0 and not self.pinned[e]
                              and self.nodes.size[e] > 0)
 
-    def _set_pot(self, e: int, value: int) -> None:
-        self.pot[e] = value
-        self.pot_f[e] = value
-
     def _drop(self, e: int) -> None:
         """``e`` leaves memory (evicted, or freed after its last first read)."""
         nodes = self.nodes
+        if self.strict and not self._dead(e):
+            self.counted[e] = True
+            for p in nodes.preds[e]:
+                self._need(p, +1)
         self.resident[e] = False
         self.held -= nodes.size[e]
         self.steps.extend(Release(t) for t in nodes.outputs[e])
-        self.rc[e] = min(self.pot[e], self.cap)
+        rc = self.rc[e] = min(self.pot[e], self.cap)
+        pot, pot_f = self.pot, self.pot_f
         for k in nodes.consumers[e]:
-            self._set_pot(k, self.pot[k] + self.rc[e])
+            pot[k] += rc
+            pot_f[k] = pot[k]
         self._sync(e)
 
-    def _dead(self, e: int) -> bool:
+    def _need(self, p: int, delta: int) -> None:
+        self.needers[p] += delta
+        self.source[p] = self.needers[p] > 0
+
+    def _read_done(self, e: int) -> bool:
+        """No first computation reads ``e`` any more."""
         return self.ptr[e] >= len(self.nodes.consumers[e])
+
+    def _dead(self, e: int) -> bool:
+        """Nothing will read ``e`` (strict: not even the recomputation of an evicted value)."""
+        return self._read_done(e) and self.needers[e] == 0
 
     def _release_if_dead(self, e: int) -> None:
         if self.resident[e] and self.lock[e] == 0 and self._dead(e) and self.nodes.size[e] > 0:
@@ -309,7 +391,9 @@ class _Simulation:
             score = -(self.next_use + size / (size.max() + 1.0))
         else:  # cost_per_byte
             score = self.pot_f / size
-        score = np.where(self.evictable, score, math.inf)
+        # Tiers: plain values, then sources of evicted values (strict), then kept values.
+        tier = np.where(self.evictable, self.source + 2 * self.keep.astype(int), 4)
+        score = np.where(tier == tier.min(), score, math.inf)
         return int(np.argmin(score))
 
     def _make_room(self, need: int) -> None:
@@ -322,10 +406,23 @@ class _Simulation:
         self.steps.append(Compute(nodes.ops[u]))
         self.cost += nodes.cost[u]
         self.computations += 1
+        if self.cost > self.cutoff:
+            self.over_cutoff = True
+            raise _Fail
+        if self.computations > self.max_computations:
+            raise _Fail
         self.resident[u] = True
         self.held += nodes.size[u]
-        for k in nodes.consumers[u]:
-            self._set_pot(k, self.pot[k] - self.rc[u])
+        if self.counted[u]:
+            self.counted[u] = False
+            for p in nodes.preds[u]:
+                self._need(p, -1)
+        rc = self.rc[u]
+        if rc:
+            pot, pot_f = self.pot, self.pot_f
+            for k in nodes.consumers[u]:
+                pot[k] -= rc
+                pot_f[k] = pot[k]
         self.rc[u] = 0
         if self.stage >= nodes.first_update:
             self.pinned[u] = True
@@ -337,9 +434,11 @@ class _Simulation:
         self._sync(u)
 
     def _lock(self, values: Iterable[int], delta: int) -> None:
+        lock, resident, pinned, size, evictable = (self.lock, self.resident, self.pinned,
+                                                   self.nodes.size, self.evictable)
         for p in values:
-            self.lock[p] += delta
-            self._sync(p)
+            lock[p] += delta
+            evictable[p] = resident[p] and lock[p] == 0 and not pinned[p] and size[p] > 0
 
     def _ensure(self, targets: list[int]) -> None:
         """Make ``targets`` (locked by the caller) resident, recomputing what is missing.
@@ -378,7 +477,8 @@ class _Simulation:
             self.stage = k
             if k == nodes.first_update:
                 # P1: no recomputation from here on; hold every value still to be read.
-                needed = [e for e in range(k) if not self._dead(e) and nodes.size[e] > 0]
+                needed = [e for e in range(k) if not self._read_done(e) and nodes.size[e] > 0]
+                self.missing = [e for e in needed if not self.resident[e]]
                 self._lock(needed, +1)
                 self._ensure(needed)
                 for e in needed:
@@ -387,6 +487,7 @@ class _Simulation:
             if k > nodes.first_update:
                 self.recompute_allowed = False
             preds = nodes.preds[k]
+            self.missing = [p for p in preds if not self.resident[p]]
             self._lock(preds, +1)
             self._ensure(preds)
             self._compute(k)
@@ -410,11 +511,13 @@ def evict_sequence(
 ) -> Sequence | None:
     """The cheapest P1 sequence within the budget that an eviction rule finds, or ``None``.
 
-    Store-all is returned when its peak fits (every op once: no schedule is cheaper).
-    Otherwise each rule of ``rules`` is simulated as the module docstring says; each
-    candidate is replayed (EV.E3, :func:`~monet_ilp.heuristics.liveness.replay`) and
-    kept only if its peak is within the budget; the cheapest is returned (ties: the
-    lower peak, then the rule listed first).
+    Store-all is returned when its peak fits (every op once: no schedule is cheaper),
+    and ``None`` when the budget is below the peak bound of :class:`BudgetEstimate`
+    (no schedule fits).  Otherwise each rule of ``rules`` is simulated in the modes of
+    the module docstring; each candidate is replayed (EV.E3,
+    :func:`~monet_ilp.heuristics.liveness.replay`) and kept only if its peak is within
+    the budget; the cheapest is returned (ties: the lower peak, then the pass tried
+    first: ``strict`` rules in the order given, then ``plain``, then ``retry``).
 
     Parameters
     ----------
@@ -431,9 +534,11 @@ def evict_sequence(
     -------
     Sequence or None
         ``meta``: ``heuristic`` (``"evict"``), ``rule`` (the winning rule, or
-        ``"store_all"``), ``budget_bytes``, ``candidates`` (rules that fit), the
-        claimed ``compute_cycles``, ``peak_bytes`` and ``recomputations``.  ``None``
-        when no rule fits the budget.
+        ``"store_all"``), ``mode`` (its mode: ``strict``, ``plain``, ``retry`` or
+        ``store_all``), ``budget_bytes``, ``candidates`` (the passes that gave a
+        schedule, ``"<rule>:<mode>"``; a pass that got dearer than the best one so far
+        stopped and is not listed), the claimed ``compute_cycles``, ``peak_bytes`` and
+        ``recomputations``.  ``None`` when no pass fits the budget.
 
     Raises
     ------
@@ -451,33 +556,52 @@ def evict_sequence(
     return _best(instance, nodes, budget, chosen, first_fit=False)
 
 
+#: The passes of :func:`_best`, in order: ``(mode, strict, retries)``.  The retrying
+#: pass runs only when no other pass fits.
+MODES: tuple[tuple[str, bool, int], ...] = (("strict", True, 0), ("plain", False, 0),
+                                            ("retry", True, RETRIES))
+
+
 def _best(instance: Instance, nodes: _Nodes, budget: int, rules: list[str], *,
           first_fit: bool) -> Sequence | None:
     """The cheapest fitting candidate (store-all first), or the first that fits."""
     base = store_all_sequence(instance)
     if base.meta["peak_bytes"] <= budget:
         return Sequence(base.steps, meta={**base.meta, "heuristic": "evict", "rule": "store_all",
-                                          "budget_bytes": budget, "candidates": ["store_all"]})
-    best: tuple[tuple[int, int, int], str, _Plan, int] | None = None
+                                          "mode": "store_all", "budget_bytes": budget,
+                                          "candidates": ["store_all"]})
+    if nodes.peak_bound()[0] > budget:
+        return None  # no schedule fits (BudgetEstimate.lower)
+    best: tuple[tuple[int, int, int], str, str, _Plan, int] | None = None
     fitting: list[str] = []
-    for k, rule in enumerate(rules):
-        plan = _simulate(nodes, budget, rule)
-        if plan is None:
-            continue
-        claimed = replay(instance, plan.steps)
-        if claimed.peak_bytes > budget or claimed.compute_cycles != plan.cost:
-            continue  # never return what breaks the budget
-        fitting.append(rule)
-        rank = (plan.cost, claimed.peak_bytes, k)
-        if best is None or rank < best[0]:
-            best = (rank, rule, plan, claimed.peak_bytes)
-        if first_fit or plan.cost == nodes.every_op_once:
+    k = 0
+    work = [FALLBACK_WORK * nodes.n]
+    for mode, strict, retries in MODES:
+        if retries and best is not None:
+            break
+        for rule in rules:
+            k += 1
+            cutoff = None if best is None else best[0][0]
+            plan = _simulate(nodes, budget, rule, strict=strict, retries=retries, cutoff=cutoff,
+                             work=work if retries else None)
+            if plan is None:
+                continue
+            claimed = replay(instance, plan.steps)
+            if claimed.peak_bytes > budget or claimed.compute_cycles != plan.cost:
+                continue  # never return what breaks the budget
+            fitting.append(f"{rule}:{mode}")
+            rank = (plan.cost, claimed.peak_bytes, k)
+            if best is None or rank < best[0]:
+                best = (rank, rule, mode, plan, claimed.peak_bytes)
+            if first_fit or plan.cost == nodes.every_op_once:
+                break
+        if best is not None and (first_fit or best[3].cost == nodes.every_op_once):
             break
     if best is None:
         return None
-    _, rule, plan, peak = best
+    _, rule, mode, plan, peak = best
     return Sequence(plan.steps, meta={
-        "heuristic": "evict", "rule": rule, "budget_bytes": budget, "candidates": fitting,
+        "heuristic": "evict", "rule": rule, "mode": mode, "budget_bytes": budget, "candidates": fitting,
         "compute_cycles": plan.cost, "peak_bytes": peak, "recomputations": plan.recomputations,
     })
 

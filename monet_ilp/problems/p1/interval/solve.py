@@ -30,7 +30,12 @@ from monet_ilp.problems.p1.interval.model import (
     copies_per_node,
     plan_of_solution,
 )
-from monet_ilp.problems.p1.interval.plan import OutsideClass, Plan, plan_of_sequence, sequence_of_plan
+from monet_ilp.problems.p1.interval.plan import (
+    OutsideClass,
+    Plan,
+    plan_of_sequence,
+    sequence_of_plan,
+)
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
@@ -135,7 +140,8 @@ def solve_interval(
         return finish(BackendResult(
             Status.INFEASIBLE, message=f"no schedule fits the budget of {data.budget_bytes} bytes: "
             f"some op needs {data.peak_lower_bound * data.scale} bytes with its inputs and outputs "
-            "(a bound for every schedule with this order option)", stats=stats), started)
+            "(a bound for every P1 schedule with this order option, a node's outputs held together)",
+            stats=stats), started)
 
     chosen = choose_hint(instance, data, copies, hint, use_baseline_hint, deadline, stats)
     began = time.perf_counter()
