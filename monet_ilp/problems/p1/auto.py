@@ -234,10 +234,16 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         all_value = every_op_once
         stats.update(bound_all=every_op_once, bound_all_holds_for=EVERY_SCHEDULE,
                      bound_all_method="every-op-once", bound_all_beaten_by=source)
+    provers = [n for n, r in results.items() if r.status is Status.OPTIMAL and r.objective == objective]
+    if provers and bound < objective:
+        # PF.B1: a member proved this schedule optimal over its own class and nothing
+        # cheaper was found elsewhere: optimal over that class, as the member alone says;
+        # the union's bound stays in stats.
+        stats["bound_union"] = bound
+        bound, bound_class = objective, next(m.schedule_class for m in chosen if m.name == provers[0])
     stats["bound_class"] = bound_class
     stats["gap_all"] = _gap(objective, all_value)
     proven = bound >= objective
-    provers = [n for n, r in results.items() if r.status is Status.OPTIMAL and r.objective == objective]
     if proven:
         how = f"{' and '.join(provers)} proved it" if provers else "the bound meets the schedule"
         message = f"optimal over {bound_class} ({how})"

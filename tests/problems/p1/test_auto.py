@@ -109,3 +109,16 @@ def test_a_heuristic_schedule_below_the_node_level_bound_claims_only_every_op_on
         every_op_once = sum(inst.cost(op.id, inst.cores[0].id).cycles for op in inst.graph.ops)
         assert auto.status is Status.FEASIBLE and auto.bound == every_op_once
         assert auto.stats["bound_all_beaten_by"] == auto.source
+
+
+def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(random_small):
+    """milp beside lns (the medium-size pair): milp's proof stands, over the stage form;
+    the union's weaker bound (lns proves nothing) is kept aside (PF.B1)."""
+    result = solve_auto(random_small, time_limit=60, members=("milp", "lns"))
+    verified(random_small, result)
+    milp = solve(random_small, "milp", time_limit=60)
+    assert milp.status is Status.OPTIMAL
+    if result.objective == milp.objective:
+        assert result.status is Status.OPTIMAL and "stage form" in result.stats["bound_class"]
+    else:  # lns found a schedule of its own class that the stage form does not reach
+        assert result.objective < milp.objective
