@@ -61,8 +61,8 @@ def test_members_are_chosen_by_the_size_of_the_stage_model(random_small):
         members_for(cells, 2, max_computes=None, seed=0, members=("gurobi",))
 
 
-def test_one_member_named_is_that_member(random_small):
-    only = solve_auto(random_small, time_limit=60, members=("milp",))
+def test_one_member_named_is_that_member(p1_small):
+    only = solve_auto(p1_small, time_limit=60, members=("milp",))
     assert set(only.stats["members"]) == {"milp"}
     assert only.status is Status.OPTIMAL
 
@@ -111,12 +111,12 @@ def test_a_heuristic_schedule_below_the_node_level_bound_claims_only_every_op_on
         assert auto.stats["bound_all_beaten_by"] == auto.source
 
 
-def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(random_small):
+def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(p1_small):
     """milp beside lns (the medium-size pair): milp's proof stands, over the stage form;
     the union's weaker bound (lns proves nothing) is kept aside (PF.B1)."""
-    result = solve_auto(random_small, time_limit=60, members=("milp", "lns"))
-    verified(random_small, result)
-    milp = solve(random_small, "milp", time_limit=60)
+    result = solve_auto(p1_small, time_limit=60, members=("milp", "lns"))
+    verified(p1_small, result)
+    milp = solve(p1_small, "milp", time_limit=60)
     assert milp.status is Status.OPTIMAL
     if result.objective == milp.objective:
         assert result.status is Status.OPTIMAL and "stage form" in result.stats["bound_class"]
