@@ -68,6 +68,7 @@ if TYPE_CHECKING:
 __all__ = [
     "EVICTION_RULES",
     "BudgetEstimate",
+    "NodeView",
     "evict_sequence",
     "min_budget_estimate",
 ]
@@ -122,15 +123,15 @@ class BudgetEstimate:
 
 
 # ====================================================================== node view
-class _Nodes:
-    """The node-level view of a P1 instance that the simulation reads (fixed order).
+class NodeView:
+    """The node-level view of a P1 instance that the P1 heuristics read (fixed order).
 
     Node ``i`` is the ``i``-th op of the graph; its value is its non-persistent
     outputs (``m_i`` bytes).  Inputs are the graph inputs some op reads.
     """
 
-    def __init__(self, instance: Instance) -> None:
-        require_sequence_form(instance, "evict")
+    def __init__(self, instance: Instance, heuristic: str = "evict") -> None:
+        require_sequence_form(instance, heuristic)
         graph = instance.graph
         core = instance.cores[0]
         ops = list(graph.ops)
@@ -262,7 +263,7 @@ class _Plan:
     recomputations: int
 
 
-def _simulate(nodes: _Nodes, budget: int, rule: str, *, strict: bool = False, retries: int = 0,
+def _simulate(nodes: NodeView, budget: int, rule: str, *, strict: bool = False, retries: int = 0,
               cutoff: int | None = None, work: list[int] | None = None) -> _Plan | None:
     """A pass of the eviction heuristic with ``rule``; ``None`` when it gets stuck.
 
@@ -294,7 +295,7 @@ def _simulate(nodes: _Nodes, budget: int, rule: str, *, strict: bool = False, re
 class _Simulation:
     """State of one pass (see the module docstring for the policy)."""
 
-    def __init__(self, nodes: _Nodes, budget: int, rule: str, *, strict: bool = False,
+    def __init__(self, nodes: NodeView, budget: int, rule: str, *, strict: bool = False,
                  keep: Iterable[int] = (), cutoff: int | None = None,
                  max_computations: int | None = None) -> None:
         if rule not in EVICTION_RULES:
@@ -546,7 +547,7 @@ def evict_sequence(
         The instance has no P1 sequence form, an op reads from a later op, or a rule
         is unknown.
     """
-    nodes = _Nodes(instance)
+    nodes = NodeView(instance)
     budget = instance.budget_bytes if budget_bytes is None else int(budget_bytes)
     chosen = list(EVICTION_RULES if rules is None else rules)
     for rule in chosen:
@@ -562,7 +563,7 @@ MODES: tuple[tuple[str, bool, int], ...] = (("strict", True, 0), ("plain", False
                                             ("retry", True, RETRIES))
 
 
-def _best(instance: Instance, nodes: _Nodes, budget: int, rules: list[str], *,
+def _best(instance: Instance, nodes: NodeView, budget: int, rules: list[str], *,
           first_fit: bool) -> Sequence | None:
     """The cheapest fitting candidate (store-all first), or the first that fits."""
     base = store_all_sequence(instance)
@@ -635,7 +636,7 @@ def min_budget_estimate(instance: Instance, *, time_limit: float | None = None,
         capacity is given.
     """
     start = time.perf_counter()
-    nodes = _Nodes(instance)
+    nodes = NodeView(instance)
     chosen = list(EVICTION_RULES if rules is None else rules)
     lower, reason = nodes.peak_bound()
     base = store_all_sequence(instance)

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from monet_ilp.graph.ir import OpKind
-from monet_ilp.heuristics.liveness import place_releases, replay, require_sequence_form
+from monet_ilp.heuristics.evict import NodeView
+from monet_ilp.heuristics.liveness import place_releases, replay
 from monet_ilp.schedule import Sequence
 
 if TYPE_CHECKING:
@@ -60,34 +60,17 @@ class _Repair:
     """The state of the repair: copies per value, recomputations per slot, the profile."""
 
     def __init__(self, instance: Instance) -> None:
-        require_sequence_form(instance, "repair")
-        graph = instance.graph
-        core = instance.cores[0]
-        ops = list(graph.ops)
-        index = {op.id: i for i, op in enumerate(ops)}
-        n = self.n = len(ops)
-        self.ops = [op.id for op in ops]
-        self.cost = [instance.cost(op.id, core.id).cycles for op in ops]
-        self.size = [sum(graph.tensor(t).bytes for t in dict.fromkeys(op.outputs)
-                         if not graph.tensor(t).persistent) for op in ops]
-        self.preds: list[list[int]] = [[] for _ in range(n)]
-        input_last: dict[str, int] = {}
-        for j, op in enumerate(ops):
-            for t in dict.fromkeys(op.inputs):
-                tensor = graph.tensor(t)
-                if tensor.persistent:
-                    continue
-                if tensor.producer is None:
-                    input_last[t] = j
-                elif index[tensor.producer] not in self.preds[j]:
-                    self.preds[j].append(index[tensor.producer])
-        self.input_end = {t: last for t, last in input_last.items()}
-        self.reads_inputs = [[t for t in dict.fromkeys(op.inputs) if t in input_last] for op in ops]
-        optimizer = [i for i, op in enumerate(ops) if op.kind is OpKind.OPTIMIZER]
-        self.first_update = optimizer[0] if optimizer else n
-        persistent = (sum(t.bytes for t in graph.tensors if t.persistent)
-                      if instance.persistent_home == core.memory else 0)
-        self.room = instance.budget_bytes - persistent
+        nodes = NodeView(instance, "repair")
+        n = self.n = nodes.n
+        self.ops, self.cost, self.size = nodes.ops, nodes.cost, nodes.size
+        self.preds, self.first_update = nodes.preds, nodes.first_update
+        #: The last first computation reading each graph input (inputs are never recomputed).
+        self.input_end = [max(readers) for readers in nodes.input_readers]
+        self.reads_inputs: list[list[int]] = [[] for _ in range(n)]
+        for g, readers in enumerate(nodes.input_readers):
+            for j in readers:
+                self.reads_inputs[j].append(g)
+        self.room = instance.budget_bytes - nodes.persistent
         self.copies: list[list[_Copy]] = [[_Copy(v)] for v in range(n)]
         for j in range(n):
             for u in self.preds[j]:
@@ -97,9 +80,9 @@ class _Repair:
         for v in range(n):
             profile[v] += self.size[v]
             profile[self.copies[v][0].end + 1] -= self.size[v]
-        for t, last in input_last.items():
-            profile[0] += graph.tensor(t).bytes
-            profile[last + 1] -= graph.tensor(t).bytes
+        for g, last in enumerate(self.input_end):
+            profile[0] += nodes.input_size[g]
+            profile[last + 1] -= nodes.input_size[g]
         self.profile = np.cumsum(profile)[:n]
         self.recomputations = 0
 
