@@ -31,9 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import verified
-from monet_ilp.heuristics import chen_greedy_sequence, store_all
-from monet_ilp.heuristics.evict import evict_sequence
-from monet_ilp.heuristics.repair import repair_sequence
+from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import check_p1, p1_data
 from monet_ilp.problems.p1.lns import solve_lns
@@ -167,7 +165,8 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
 
     # PF.S1: the incumbent every member starts from.
     began = time.perf_counter()
-    incumbent = _incumbent(instance, hint, stats)
+    starts = feasible_first(instance)
+    incumbent = _incumbent(instance, hint, starts, stats)
     stats["heuristics_s"] = round(time.perf_counter() - began, 3)
 
     if incumbent is not None and incumbent[2] == every_op_once:
@@ -182,7 +181,7 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
     # PF.B2 beside the members when they will need all their time, after them otherwise.
     beside = all_bound and cells > SMALL_CELLS
-    results, bound_all = _run_members(instance, chosen, incumbent, deadline, log, stats,
+    results, bound_all = _run_members(instance, chosen, incumbent, starts, deadline, log, stats,
                                       bound_task=beside)
     if all_bound and not beside:
         began = time.perf_counter()
@@ -257,20 +256,13 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
                          objective if proven else bound, message, stats, source=source)
 
 
-def _incumbent(instance: Instance, hint: Schedule | Sequence | None,
+def _incumbent(instance: Instance, hint: Schedule | Sequence | None, starts: Starts,
                stats: dict[str, Any]) -> tuple[str, Schedule | Sequence, int] | None:
     """PF.S1: the cheapest of the hint and the feasible-first heuristics the evaluator accepts."""
-    makers: list[tuple[str, Callable[[], Schedule | Sequence | None]]] = [
-        ("hint", lambda: hint),
-        ("repair", lambda: repair_sequence(instance)),
-        ("evict", lambda: evict_sequence(instance)),
-        ("greedy", lambda: chen_greedy_sequence(instance)),
-        ("store_all", lambda: store_all(instance)),
-    ]
+    candidates: list[tuple[str, Schedule | Sequence | None]] = [("hint", hint), *starts]
     found: dict[str, int | None] = {}
     best: tuple[str, Schedule | Sequence, int] | None = None
-    for name, make in makers:
-        schedule = make()
+    for name, schedule in candidates:
         metrics = verified(instance, schedule)
         if name != "hint" or schedule is not None:
             found[name] = None if metrics is None else int(metrics.objective_value)
@@ -282,8 +274,8 @@ def _incumbent(instance: Instance, hint: Schedule | Sequence | None,
 
 
 def _run_members(instance: Instance, chosen: list[Member],
-                 incumbent: tuple[str, Schedule | Sequence, int] | None, deadline: Deadline,
-                 log: bool, stats: dict[str, Any], *, bound_task: bool
+                 incumbent: tuple[str, Schedule | Sequence, int] | None, starts: Starts,
+                 deadline: Deadline, log: bool, stats: dict[str, Any], *, bound_task: bool
                  ) -> tuple[dict[str, BackendResult], P1Bound | None]:
     """Run the members side by side; the first proof cancels the rest (PF.S3)."""
     left = deadline.left()
@@ -295,9 +287,11 @@ def _run_members(instance: Instance, chosen: list[Member],
 
     def run(member: Member) -> BackendResult:
         began = time.perf_counter()
+        # milp and lns would make the feasible-first starts again: they get PF.S1's.
+        made = {"_starts": starts} if member.name in ("milp", "lns") else {}
         result = member.run(instance, time_limit=shared.left(), workers=member.threads, hint=hint,
-                            log=log, _deadline=shared, **{k: v for k, v in member.options.items()
-                                                        if v is not None})
+                            log=log, _deadline=shared, **made,
+                            **{k: v for k, v in member.options.items() if v is not None})
         with lock:
             stats["members"][member.name].update(
                 status=str(result.status), objective=result.objective, bound=result.bound,

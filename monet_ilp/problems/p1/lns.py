@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,9 +23,7 @@ from ortools.sat.python import cp_model
 from monet_ilp.engines.cpsat import configured_solver
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
-from monet_ilp.heuristics import chen_greedy_sequence, store_all_sequence
-from monet_ilp.heuristics.evict import evict_sequence
-from monet_ilp.heuristics.repair import repair_sequence
+from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.data import P1Data, check_max_computes, check_p1, p1_data
 from monet_ilp.problems.p1.interval import (
     IntervalModel,
@@ -126,6 +123,7 @@ def solve_lns(
         proven, ``UNKNOWN`` without a start.  ``stats["steps"]`` lists the steps.
     """
     deadline: Deadline = options.pop("_deadline", None) or Deadline(time_limit)
+    starts: Starts | None = options.pop("_starts", None)  # a portfolio's, made once
     if options:
         name = min(options)
         raise MonetError(f"backend 'lns' on P1 has no option {name!r}", field=name,
@@ -142,7 +140,7 @@ def solve_lns(
     stats: dict[str, Any] = {"nodes": data.n, "max_computes": max_computes,
                              "bound_class": class_text(max_computes, True)}
 
-    current, source = _start(instance, data, hint, deadline, stats)
+    current, source = _start(instance, data, hint, deadline, stats, starts)
     if current is None:
         # No heuristic start: the whole interval model, for a first schedule.
         whole = solve_interval(instance, hint=None, max_computes=max_computes, workers=workers,
@@ -198,22 +196,17 @@ def solve_lns(
 
 
 def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
-           deadline: Deadline, stats: dict[str, Any]) -> tuple[Plan | None, str]:
-    """The cheapest start within the budget: the hint, else the heuristics (PF.S1)."""
-    makers: list[tuple[str, Callable[[], Schedule | Sequence | None]]] = []
-    if hint is not None:
-        makers.append(("hint", lambda: hint))
-    makers += [("heuristic:repair", lambda: repair_sequence(instance)),
-               ("heuristic:evict", lambda: evict_sequence(instance)),
-               ("heuristic:greedy", lambda: chen_greedy_sequence(instance, deadline=deadline)),
-               ("heuristic:store_all", lambda: store_all_sequence(instance))]
+           deadline: Deadline, stats: dict[str, Any], starts: Starts | None) -> tuple[Plan | None, str]:
+    """The cheapest start within the budget: the hint, else the feasible-first heuristics
+    (PF.S1; ``starts`` when a portfolio has made them already)."""
+    made = feasible_first(instance, deadline=deadline) if starts is None else starts
+    candidates = ([] if hint is None else [("hint", hint)]) + [(f"heuristic:{n}", s) for n, s in made]
     best: tuple[Plan, str] | None = None
     rejected: dict[str, str] = {}
-    for name, make in makers:
+    for name, schedule in candidates:
         try:
-            schedule = make()
             plan = None if schedule is None else plan_of_sequence(data, schedule)
-        except (MonetError, OutOfTime, OutsideClass) as err:
+        except (MonetError, OutsideClass) as err:
             rejected[name] = f"failed: {err}"
             continue
         if plan is None or not plan.fits(data):

@@ -25,9 +25,7 @@ from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, SparseMilp, check_solver
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified
-from monet_ilp.heuristics import chen_greedy_sequence, store_all
-from monet_ilp.heuristics.evict import evict_sequence
-from monet_ilp.heuristics.repair import repair_sequence
+from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.cpsat import min_budget
 from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.problems.p1.milp.constraints import add_constraints
@@ -312,27 +310,14 @@ MIN_BUDGET_SECONDS = 30.0
 
 # ====================================================================== backend
 def baseline_sequences(instance: Instance, deadline: Deadline) -> list[tuple[str, Sequence]]:
-    """Store-all, Chen's greedy (its search cut short at the deadline) and the eviction
-    and repair heuristics (feasible first, ``heuristics/evict.py``, ``heuristics/repair.py``), by name.
+    """The feasible-first heuristics' sequences, by name (``heuristics/starts.py``; Chen's
+    greedy cut short at the deadline).
 
     The start candidates of the MILP, and what the backend returns when the time runs
     out before the solver has a schedule (``formulations/time_limits.md``).
     """
-    found: list[tuple[str, Sequence]] = []
-    makers = (("store_all", store_all),
-              ("greedy", lambda inst: chen_greedy_sequence(inst, deadline=deadline)),
-              ("evict", evict_sequence),
-              ("repair", repair_sequence))
-    for name, make in makers:
-        if found and deadline.passed():
-            break
-        try:
-            sequence = make(instance)
-        except MonetError:
-            continue
-        if isinstance(sequence, Sequence):
-            found.append((name, sequence))
-    return found
+    return [(name, sequence) for name, sequence in feasible_first(instance, deadline=deadline)
+            if sequence is not None]
 
 
 def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | None,
@@ -433,6 +418,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     """
     # everything below counts (time_limits.md); a portfolio passes its own (to cancel it)
     deadline: Deadline = options.pop("_deadline", None) or Deadline(time_limit)
+    starts: Starts | None = options.pop("_starts", None)
     began = deadline.started
     opts = parse_options(options)
     threads = int(workers) if workers else 1
@@ -444,8 +430,10 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
         stats["wall_s"] = round(time.perf_counter() - began, 3)
         return BackendResult(status, stats=stats, **kwargs)
 
-    # Before the model: the baselines, to start from and to fall back on.
-    baselines = baseline_sequences(instance, deadline)
+    # Before the model: the baselines, to start from and to fall back on (a portfolio
+    # that has made them already passes them as ``_starts``).
+    baselines = (baseline_sequences(instance, deadline) if starts is None
+                 else [(name, sequence) for name, sequence in starts if sequence is not None])
 
     def fallback(reason: str, bound: int | None) -> BackendResult:
         """The best baseline the evaluator accepts (FEASIBLE), else UNKNOWN; with ``bound``."""
