@@ -19,8 +19,10 @@ from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.results import BackendResult, Result, Status
+from monet_ilp.schedule import Compute, Release, Sequence
 
 if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
     from monet_ilp.instance import Instance
 
 
@@ -70,3 +72,33 @@ def p2_small() -> Instance:
 def p3_small() -> Instance:
     """P3: the MLP on a 2x1 Edge TPU mesh, the latency objective."""
     return make_instance(_mlp(), preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3")
+
+
+def freed_tensor_by_tensor(graph: TrainingGraph, computations: list[str]) -> Sequence:
+    """A sequence that frees each output of an op apart, right after the last reader of
+    its copy: EV.E3 accepts it, P1 (node-level values, p1_problem.md) does not contain it."""
+    live = [t.id for t in graph.tensors if not t.persistent]
+    after: list[list[str]] = [[] for _ in computations]
+    last: dict[str, int] = {}
+    born = {t: -1 for t in live if graph.tensor(t).producer is None}
+
+    def close(t: str) -> None:
+        after[max(last.pop(t, born[t]), 0)].append(t)
+
+    for k, op_id in enumerate(computations):
+        op = graph.op(op_id)
+        for t in op.inputs:
+            if not graph.tensor(t).persistent:
+                last[t] = k
+        for t in op.outputs:
+            if not graph.tensor(t).persistent:
+                if t in born:
+                    close(t)
+                born[t] = k
+    for t in list(born):
+        close(t)
+    steps: list[Compute | Release] = []
+    for k, op_id in enumerate(computations):
+        steps.append(Compute(op_id))
+        steps.extend(Release(t) for t in after[k])
+    return Sequence(tuple(steps))

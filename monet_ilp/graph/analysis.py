@@ -37,8 +37,10 @@ def store_all_peak(graph: TrainingGraph, order: Sequence[str] | None = None) -> 
 
     The semantics are those of Checkmate and Moccasin (formulations/p1_problem.md): while op
     ``v`` runs, memory holds ``v``'s outputs and every non-persistent tensor that
-    was produced before and is still read by ``v`` or a later op; a tensor is freed
-    right after its last reader.  Graph inputs are resident from the start.
+    was produced before and is still read by ``v`` or a later op.  Values are
+    node-level: an op's non-persistent outputs are held together, until the last reader
+    of any of them (right after the op when nothing reads them); a graph input is freed
+    after its own last reader.  Graph inputs are resident from the start.
     Persistent tensors (weights, gradients, optimizer state) are counted once, for
     the whole iteration.
     """
@@ -47,12 +49,19 @@ def store_all_peak(graph: TrainingGraph, order: Sequence[str] | None = None) -> 
     n = len(ops)
     delta = np.zeros(n + 1, dtype=np.int64)
     persistent = 0
+    value_end: dict[str, int] = {}  # producer -> the last reader of any of its outputs
+    for t in graph.tensors:
+        if not t.persistent and t.producer is not None:
+            start = position[t.producer]
+            value_end[t.producer] = max([value_end.get(t.producer, start)]
+                                        + [position[c] for c in t.consumers])
     for t in graph.tensors:
         if t.persistent:
             persistent += t.bytes
             continue
         start = position[t.producer] if t.producer is not None else 0
-        end = max([start] + [position[c] for c in t.consumers])
+        end = (value_end[t.producer] if t.producer is not None
+               else max([start] + [position[c] for c in t.consumers]))
         delta[start] += t.bytes
         delta[end + 1] -= t.bytes
     profile = np.cumsum(delta[:n])

@@ -205,9 +205,9 @@ class NodeView:
         recomputed).  From the first optimizer op on nothing may be recomputed, so
         every tensor made before ``k`` and read at or after ``k`` is resident while
         ``v_k`` runs.  Read tensors are counted one by one, not as their producers'
-        values: EV.E3 lets a schedule free a node's outputs separately (the store-all
-        sequence does), and the bound holds for every sequence the evaluator accepts,
-        so it is never above the store-all peak.
+        values: EV.E3 lets a schedule free a node's outputs separately (a caller's hint
+        may), and the bound holds for every sequence the evaluator accepts, so it is
+        never above the store-all peak.
         """
         n = self.n
         best, reason = 0, "no op"

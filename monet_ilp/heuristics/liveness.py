@@ -70,14 +70,16 @@ def require_sequence_form(instance: Instance, heuristic: str) -> None:
 def place_releases(
     graph: TrainingGraph, computations: Iterable[str]
 ) -> tuple[Compute | Release, ...]:
-    """Interleave frees into a plan: each copy is released right after its last reader.
+    """Interleave frees into a plan: each copy of a node's value is released right after its last reader.
 
-    A *copy* of a non-persistent tensor starts when its producer runs (graph inputs:
-    before the first step) and lives until the last computation that reads it before
-    the tensor is produced again; it is released right after that computation, or
-    right after it is produced when nothing reads it (Checkmate's convention).  A graph
-    input that nothing reads is released after the first computation, as in TG.M1 of
-    ``formulations/training_graph.md``.
+    P1's values are node-level (``formulations/p1_problem.md``, "Data"): the
+    non-persistent outputs of a node are computed, kept and freed together, as in every
+    P1 model.  A *copy* of a node's value starts when the node runs and lives until the
+    last computation that reads any of its outputs before the node runs again; all of
+    them are released right after that computation, or right after the node when nothing
+    reads them (Checkmate's convention).  A graph input is a value of its own: it is
+    released after its last reader, and one that nothing reads after the first
+    computation, as in TG.M1 of ``formulations/training_graph.md``.
 
     Parameters
     ----------
@@ -95,33 +97,49 @@ def place_releases(
         its dead outputs.
     """
     plan = list(computations)
-    def live_tensor(t: str) -> bool:
-        return not graph.tensor(t).persistent
+
+    Value = tuple[bool, str]  # (is a graph input, its tensor's id / its node's op id)
+
+    def value_of(t: str) -> Value | None:
+        tensor = graph.tensor(t)
+        if tensor.persistent:
+            return None
+        return (True, t) if tensor.producer is None else (False, tensor.producer)
+
+    members: dict[Value, list[str]] = {}  # value -> its non-persistent tensors, in output order
+    for tensor in graph.tensors:
+        if not tensor.persistent and tensor.producer is None:
+            members[(True, tensor.id)] = [tensor.id]
+    for op in graph.ops:
+        outs = [t for t in dict.fromkeys(op.outputs) if not graph.tensor(t).persistent]
+        if outs:
+            members[(False, op.id)] = outs
 
     # release_after[i]: tensors whose current copy dies right after step i.
     release_after: list[list[str]] = [[] for _ in plan]
-    last_read: dict[str, int] = {}  # tensor -> last reader of its current copy
-    born: dict[str, int] = {}  # tensor -> position of its current copy's producer (-1: input)
+    last_read: dict[Value, int] = {}  # value -> last reader of its current copy
+    born: dict[Value, int] = {}  # value -> position of its current copy's producer (-1: input)
 
-    def close(t: str) -> None:
-        end = last_read.pop(t, born[t])
-        release_after[max(end, 0)].append(t)
+    def close(value: Value) -> None:
+        end = last_read.pop(value, born[value])
+        release_after[max(end, 0)].extend(members[value])
 
-    for tensor in graph.tensors:
-        if not tensor.persistent and tensor.producer is None:
-            born[tensor.id] = -1
+    for value in members:
+        if value[0]:
+            born[value] = -1
     for i, op_id in enumerate(plan):
         op = graph.op(op_id)
         for t in op.inputs:
-            if live_tensor(t):
-                last_read[t] = i
-        for t in op.outputs:
-            if live_tensor(t):
-                if t in born:  # a recomputation: the previous copy ends before it
-                    close(t)
-                born[t] = i
-    for t in born:
-        close(t)
+            read = value_of(t)
+            if read is not None:
+                last_read[read] = i
+        node = (False, op_id)
+        if node in members:
+            if node in born:  # a recomputation: the previous copy ends before it
+                close(node)
+            born[node] = i
+    for value in born:
+        close(value)
 
     steps: list[Compute | Release] = []
     for i, op_id in enumerate(plan):
@@ -129,7 +147,8 @@ def place_releases(
         op = graph.op(op_id)
         dying = set(release_after[i])
         ordered = [t for t in dict.fromkeys(op.inputs + op.outputs) if t in dying]
-        # Unread graph inputs die at step 0 without being touched by the op.
+        # Unread graph inputs die at step 0 without being touched by the op; the other
+        # outputs of a node read here die with the ones it reads.
         ordered += sorted(dying.difference(ordered))
         steps.extend(Release(t) for t in ordered)
     return tuple(steps)

@@ -27,6 +27,7 @@ from monet_ilp.heuristics import (
     store_all_schedule,
     store_all_sequence,
 )
+from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.instance import CoreSpec, Instance, LinkSpec, MemorySpec, Objective, Problem
 from monet_ilp.make import p1_instance
 from monet_ilp.results import BackendResult, Status
@@ -209,8 +210,12 @@ def test_real_graphs(real_graphs):
             assert set(at_07.violation_counts) == {"capacity"}
         if name in ("mlp8", "resnet18"):
             assert sqrt.peak_bytes[SRAM] < peak and smaller.peak_bytes[SRAM] < peak
-        if name in ("resnet18", "gpt2-tiny"):
+        if name == "gpt2-tiny":
             assert at_07.feasible
+        if name == "resnet18":
+            # With node-level values (an op's outputs freed together, p1_problem.md) Chen's
+            # segments stop at 0.86 of the peak here; the repair heuristic fits 0.7.
+            assert meta_checked(tight, repair_sequence(tight)).feasible
         for label, m in (("store-all", base), ("sqrt", sqrt), ("greedy < peak", smaller),
                          ("greedy @0.7", at_07)):
             rows.append((name, label, m.peak_bytes[SRAM], m.peak_bytes[SRAM] / peak,

@@ -229,8 +229,8 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         # bound over every schedule still holds.
         bound, bound_class = all_value, stats["bound_all_holds_for"]
     if bound > objective:
-        # PF.B3: it beats that bound too, so it lies outside what PF.B2 covers (a
-        # heuristic's schedule that frees the outputs of one op apart, EV.E3 allows it):
+        # PF.B3: it beats that bound too, so it lies outside what PF.B2 covers (a hint
+        # that frees the outputs of one op apart, EV.E3 allows it):
         # only every-op-once holds for it, and nothing is proven beyond it.
         bound, bound_class = every_op_once, EVERY_SCHEDULE
         all_value = every_op_once

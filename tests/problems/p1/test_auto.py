@@ -9,14 +9,17 @@ import time
 import pytest
 
 from monet_ilp.engines.deadline import Deadline
+from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import random_layered, zoo
 from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.checkpointing import chen_greedy_sequence
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.problems.p1.auto import SMALL_CELLS, members_for, solve_auto, stage_cells
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import p1_data
+from monet_ilp.schedule import Compute
 from monet_ilp.solve import Status, solve
-from tests.conftest import verified
+from tests.conftest import freed_tensor_by_tensor, verified
 
 
 @pytest.fixture(scope="module")
@@ -95,20 +98,36 @@ def test_cancelling_a_deadline_stops_a_running_cpsat_solve():
     assert result.status is not Status.OPTIMAL or result.bound == result.objective
 
 
-def test_a_heuristic_schedule_below_the_node_level_bound_claims_only_every_op_once():
-    """The mlp at 0.9: Chen's greedy frees the outputs of one op apart (EV.E3 allows it) and
-    beats the node-level optimum the stage models prove and PF.B2's bound: no proof then."""
+def test_the_heuristic_starts_are_node_level_so_the_stage_optimum_is_p1s():
+    """The mlp at 0.9: every start frees a node's outputs together (P1's values), so none
+    beats the node-level optimum the stage models prove, and auto proves that optimum."""
     inst = make_instance(zoo.build("mlp"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
                          budget=0.9)
     auto = solve(inst, "auto", time_limit=60)
     milp = solve(inst, "milp", time_limit=60)
     verified(inst, auto)
     assert milp.status is Status.OPTIMAL
-    assert auto.objective <= milp.objective
-    if auto.objective < milp.objective:
-        every_op_once = sum(inst.cost(op.id, inst.cores[0].id).cycles for op in inst.graph.ops)
-        assert auto.status is Status.FEASIBLE and auto.bound == every_op_once
-        assert auto.stats["bound_all_beaten_by"] == auto.source
+    assert auto.status is Status.OPTIMAL and auto.objective == milp.objective
+
+
+def test_a_hint_below_the_node_level_bound_claims_only_every_op_once():
+    """PF.B3: a hint that frees the outputs of one op apart (EV.E3 allows it) beats the
+    node-level optimum and PF.B2's bound: auto returns it and claims only every-op-once."""
+    inst = make_instance(zoo.build("mlp"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
+                         budget=0.9)
+    greedy = chen_greedy_sequence(inst)
+    computations = [s.op for s in greedy.steps if isinstance(s, Compute)]
+    hint = freed_tensor_by_tensor(inst.graph, computations)
+    metrics = evaluate(inst, hint)
+    milp = solve(inst, "milp", time_limit=60)
+    if not metrics.feasible or metrics.objective_value >= milp.objective:
+        pytest.skip("the greedy plan freed tensor by tensor does not beat the node-level optimum")
+    auto = solve(inst, "auto", time_limit=60, hint=hint)
+    verified(inst, auto)
+    every_op_once = sum(inst.cost(op.id, inst.cores[0].id).cycles for op in inst.graph.ops)
+    assert auto.objective == metrics.objective_value < milp.objective
+    assert auto.status is Status.FEASIBLE and auto.bound == every_op_once
+    assert auto.stats["bound_all_beaten_by"] == auto.source == "hint"
 
 
 def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(p1_small):

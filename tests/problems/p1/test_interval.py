@@ -44,6 +44,7 @@ from monet_ilp.graph.chain import chain_graph
 from monet_ilp.graph.ir import OpKind
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics import chen_greedy_sequence, place_releases, store_all_sequence
+from monet_ilp.heuristics.liveness import replay
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.problems.p1.interval import (
@@ -59,7 +60,7 @@ from monet_ilp.problems.p1.interval import (
 )
 from monet_ilp.schedule import Compute, Release, Sequence
 from monet_ilp.solve import Status, solve
-from tests.conftest import verified
+from tests.conftest import freed_tensor_by_tensor, verified
 from tests.problems.p1.test_dp import p1_optimum
 from tests.problems.p1.test_milp import between, brute_force, tiny_instance
 
@@ -342,12 +343,17 @@ def test_heterogeneous_chains_between_p1_and_the_dp(length, reads, input_bytes, 
 @pytest.mark.parametrize("seed", [22, 38])
 def test_node_level_values_versus_tensor_by_tensor_frees(seed):
     """P1M.A2: a node's outputs are held together in P1 and in the class.  On these
-    multi-output graphs the store-all sequence, which frees tensor by tensor, passes the
-    evaluator at its own peak, while no node-level sequence fits it: the class is
-    infeasible for every C, as the oracle says, and the message says for what."""
+    multi-output graphs, at the peak of the store-all order freed tensor by tensor (below
+    the node-level store-all peak), that sequence passes the evaluator while no node-level
+    sequence fits: the class is infeasible for every C, as the oracle says, and the
+    message says for what."""
     graph = tiny_instance(seed, optimizer=seed % 3 == 0).graph
-    instance = p1_instance(graph, budget=1.0)
-    assert evaluate(instance, store_all_sequence(instance)).feasible
+    apart = freed_tensor_by_tensor(graph, [op.id for op in graph.ops])
+    tensor_peak = replay(p1_instance(graph, budget=1.0), apart.steps).peak_bytes
+    assert tensor_peak < store_all_peak(graph).activation_bytes
+    instance = p1_instance(graph, budget=tensor_peak)
+    assert evaluate(instance, apart).feasible
+    assert not evaluate(instance, store_all_sequence(instance)).feasible
     for limit in (1, 3):
         assert class_optimum(instance, max_computes=limit) == math.inf
         result = interval(instance, max_computes=limit)
