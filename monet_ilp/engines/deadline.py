@@ -109,6 +109,12 @@ class Deadline:
         """
         self._stop.fire()
 
+    def wait(self, seconds: float) -> bool:
+        """Sleep ``seconds`` (no longer than what is left), waking at once on :meth:`cancel`;
+        whether the deadline was cancelled."""
+        left = self.left()
+        return self._stop.event.wait(max(0.0, seconds if left is None else min(seconds, left)))
+
     @contextmanager
     def on_cancel(self, stop: Callable[[], None]) -> Iterator[None]:
         """Call ``stop`` (e.g. a solver's ``stop_search``) if the deadline is cancelled

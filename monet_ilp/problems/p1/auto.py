@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from monet_ilp.problems.p1.data import P1Data
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["LARGE_CELLS", "SMALL_CELLS", "STAGE_CLASS", "Member", "members_for", "solve_auto",
+__all__ = ["CPSAT_STAGGER", "LARGE_CELLS", "SMALL_CELLS", "STAGE_CLASS", "Member", "members_for", "solve_auto",
            "stage_cells"]
 
 #: Up to this many stage cells (PF.S2), ``milp`` and ``cpsat`` run side by side.
@@ -61,8 +61,9 @@ INTERVAL_CLASS = ("sequences with at most {} computations per op (more for an op
 EVERY_SCHEDULE = "every schedule the evaluator accepts (every op computed at least once)"
 #: Share of the time limit PF.S1 may take before Chen's greedy is cut short.
 HEURISTICS_SHARE = 0.1
-#: Share of the members' time the all-schedules bound may take after them (small models).
-POST_BOUND_SHARE = 0.1
+#: Seconds ``cpsat`` waits before it starts beside ``milp`` (PF.S3): the MILP proves most
+#: small models within a second, and two model builds at once slow each other.
+CPSAT_STAGGER = 0.5
 #: Share of the time the all-schedules bound may take when it runs beside the members.
 BOUND_SHARE = 0.25
 
@@ -182,17 +183,9 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     chosen = members_for(cells, threads, max_computes=max_computes, seed=seed,
                          members=None if members is None else tuple(members))
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
-    # PF.B2 beside the members when they will need all their time, after them otherwise.
-    beside = all_bound and cells > SMALL_CELLS
+    # PF.B2 beside the members.
     results, bound_all = _run_members(instance, chosen, incumbent, starts, deadline, log, stats,
-                                      bound_task=beside)
-    if all_bound and not beside:
-        began = time.perf_counter()
-        # A tenth of what the members took (the LP, else the instant bounds): a proof
-        # found quickly stays quick.
-        limit = deadline.solver_limit(at_most=max(0.25, POST_BOUND_SHARE * deadline.elapsed()))
-        bound_all = all_schedules_bound(instance, time_limit=limit, workers=1)
-        stats["bound_all_s"] = round(time.perf_counter() - began, 3)
+                                      bound_task=all_bound)
 
     # The best schedule any member or heuristic has, checked by the evaluator (the
     # members' in the order of what they claim, until one passes).
@@ -288,7 +281,14 @@ def _run_members(instance: Instance, chosen: list[Member],
     bound: list[P1Bound] = []
     lock = threading.Lock()
 
+    staggered = "milp" in {m.name for m in chosen}
+
     def run(member: Member) -> BackendResult:
+        if member.name == "cpsat" and staggered and shared.wait(CPSAT_STAGGER):
+            with lock:
+                stats["members"][member.name].update(status="not started", seconds=0.0)
+            return BackendResult(Status.UNKNOWN, message="not started: another member proved its answer "
+                                                         f"within the {CPSAT_STAGGER} s stagger (PF.S3)")
         began = time.perf_counter()
         # milp and lns would make the feasible-first starts again: they get PF.S1's.
         made = {"_starts": starts} if member.name in ("milp", "lns") else {}

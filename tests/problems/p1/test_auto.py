@@ -14,7 +14,13 @@ from monet_ilp.graph import random_layered, zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.checkpointing import chen_greedy_sequence
 from monet_ilp.make import make_instance, p1_instance
-from monet_ilp.problems.p1.auto import SMALL_CELLS, members_for, solve_auto, stage_cells
+from monet_ilp.problems.p1.auto import (
+    CPSAT_STAGGER,
+    SMALL_CELLS,
+    members_for,
+    solve_auto,
+    stage_cells,
+)
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.schedule import Compute
@@ -141,3 +147,16 @@ def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(p1_
         assert result.status is Status.OPTIMAL and "stage form" in result.stats["bound_class"]
     else:  # lns found a schedule of its own class that the stage form does not reach
         assert result.objective < milp.objective
+
+
+def test_cpsat_starts_late_beside_milp_and_not_at_all_after_a_quick_proof():
+    """PF.S3's stagger: on the mlp at 0.9 the milp proves the optimum well within
+    CPSAT_STAGGER, so cpsat never builds its model and auto costs about what milp does."""
+    inst = make_instance(zoo.build("mlp"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
+                         budget=0.9)
+    result = solve_auto(inst, time_limit=60, members=("milp", "cpsat"))
+    verified(inst, result)
+    members = result.stats["members"]
+    assert result.status is Status.OPTIMAL and members["milp"]["status"] == str(Status.OPTIMAL)
+    if members["milp"]["seconds"] < CPSAT_STAGGER / 2:
+        assert members["cpsat"]["status"] == "not started"
