@@ -51,8 +51,10 @@ LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "
 
 #: Window bounds (positions of the plan), P1I.L4.
 MIN_WINDOW, MAX_WINDOW = 8, 400
-#: Deterministic seconds of CP-SAT per step (P1I.L4); about wall seconds on one core.
-STEP_DETERMINISTIC_TIME = 0.25
+#: Deterministic seconds of CP-SAT per step (P1I.L4).  Wall seconds run several times
+#: higher on this model (0.5-2 s a step at n = 250-1000); shorter steps, more of them,
+#: found cheaper plans in a minute than 0.25 (scripts/bench_remat.py, random DAGs at 0.9).
+STEP_DETERMINISTIC_TIME = 0.1
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ def solve_lns(
     workers: int | None = None,
     hint: Schedule | Sequence | None = None,
     max_computes: int = 2,
-    window: int = 60,
+    window: int = 16,
     slack: int | None = None,
     step_time: float = STEP_DETERMINISTIC_TIME,
     steps: int | None = None,
