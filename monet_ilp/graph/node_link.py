@@ -35,8 +35,12 @@ attribute        meaning                                                default
 ``kind`` and ``backward`` must agree when both are given: ``backward`` is false
 exactly for ``forward`` and ``loss`` (the loss closes the forward pass).  Edges are read
 from ``"links"`` or ``"edges"``; each ``{"source": u, "target": v}`` means *v reads
-u's output*.  Parallel edges of a multigraph (keys ``"0"``, ``"1"``, ...) collapse
-into one.  Node ids may be ints or strings; op ids are ``str(id)``.
+u's output* (files written with ``node_link_data(G, source="0", target="1")``, as the
+literature's random layered DAGs are, carry ``{"0": u, "1": v}``: read the same way).
+Parallel edges of a multigraph (keys ``"0"``, ``"1"``, ...) collapse into one.  Node
+ids may be ints or strings; op ids are ``str(id)``; a node without ``"id"`` is numbered
+by its position in ``"nodes"``, as ``networkx.node_link_graph`` numbers it.  A node's
+``name`` may be an integer (kept as its string).
 
 If the file carries ``"order"`` (in ``data["graph"]`` or at the top level), it is
 the op order and must be a topological order of every node; otherwise a stable
@@ -305,6 +309,7 @@ def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
         raise InputFormatError("the graph has no nodes", field="nodes", fix="add at least one node")
     nodes: dict[str, dict[str, Any]] = {}
     raw_id_of: dict[str, Any] = {}
+    by_position: set[str] = set()
     for i, raw in enumerate(raw_nodes):
         if not isinstance(raw, Mapping):
             raise InputFormatError(
@@ -312,18 +317,20 @@ def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
                 field=f"nodes[{i}]",
                 fix='give each node as {"id": ..., "cost_cpu": ..., "cost_ram": ...}',
             )
-        if "id" not in raw:
-            raise InputFormatError(
-                "node has no id", field=f"nodes[{i}].id", fix='give every node an "id"'
-            )
-        op_id = _node_id(raw["id"], f"nodes[{i}].id")
+        # Without an "id", networkx's node_link_graph numbers the node by its position.
+        raw_id = raw.get("id", i)
+        op_id = _node_id(raw_id, f"nodes[{i}].id")
         if op_id in nodes:
             raise InputFormatError(
-                f"node ids {raw_id_of[op_id]!r} and {raw['id']!r} both give op id {op_id!r}",
+                f"node ids {raw_id_of[op_id]!r} and {raw_id!r} both give op id {op_id!r}"
+                + (" (a node without an id is numbered by its position)"
+                   if "id" not in raw or op_id in by_position else ""),
                 field=f"nodes[{i}].id",
-                fix="give every node a unique id",
+                fix="give every node a unique id, or none at all (they are then numbered by position)",
             )
-        raw_id_of[op_id] = raw["id"]
+        raw_id_of[op_id] = raw_id
+        if "id" not in raw:
+            by_position.add(op_id)
         where = f"nodes.{op_id}"
         kind, backward = _kind_and_backward(raw, op_id, where)
         virtual = _flag(raw, "virtual", where)
@@ -334,7 +341,7 @@ def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             "size": None if virtual else _size(raw, op_id, where),
             "backward": backward,
             "layer": _optional_str(raw, "layer", where) or "",
-            "name": _optional_str(raw, "name", where),
+            "name": _name(raw, where),
             "kind": kind,
             "op_type": _optional_str(raw, "op_type", where) or "node",
             "macs": _count(raw, "macs", op_id, where),
@@ -479,6 +486,19 @@ def _flag(raw: Mapping[str, Any], key: str, where: str) -> bool:
     return value
 
 
+def _name(raw: Mapping[str, Any], where: str) -> str | None:
+    """A node's ``name``: a string, or an integer as the literature's random DAGs write it."""
+    value = raw.get("name")
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return _optional_str(raw, "name", where)
+
+
+#: The keys of an edge's ends: networkx's defaults, then the ``"0"``/``"1"`` that files
+#: written with ``node_link_data(G, source="0", target="1")`` carry.
+EDGE_KEYS = (("source", "target"), ("0", "1"))
+
+
 def _optional_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
     value = raw.get(key)
     if value is None:
@@ -512,18 +532,20 @@ def _parse_edges(data: Mapping[str, Any], nodes: Mapping[str, Any]) -> dict[str,
     preds: dict[str, dict[str, None]] = {op_id: {} for op_id in nodes}
     for i, raw in enumerate(raw_edges):
         where = f"{key}[{i}]"
-        if not isinstance(raw, Mapping) or "source" not in raw or "target" not in raw:
+        keys = next((k for k in EDGE_KEYS if isinstance(raw, Mapping) and k[0] in raw and k[1] in raw),
+                    None)
+        if keys is None:
             raise InputFormatError(
                 f"edge {i} is not an object with a source and a target",
                 field=where,
-                fix='give each edge as {"source": u, "target": v}',
+                fix='give each edge as {"source": u, "target": v} (or {"0": u, "1": v})',
             )
         ends = []
-        for end in ("source", "target"):
+        for end, name in zip(keys, ("source", "target"), strict=True):
             op_id = _node_id(raw[end], f"{where}.{end}")
             if op_id not in nodes:
                 raise GraphError(
-                    f"edge {i} has {end} {raw[end]!r}, which is not a node",
+                    f"edge {i} has {name} {raw[end]!r}, which is not a node",
                     field=f"{where}.{end}",
                     fix="declare the node or remove the edge",
                 )
@@ -531,13 +553,13 @@ def _parse_edges(data: Mapping[str, Any], nodes: Mapping[str, Any]) -> dict[str,
         source, target = ends
         if source == target:
             raise GraphError(
-                f"edge {i} is a self loop on node {raw['source']!r}",
+                f"edge {i} is a self loop on node {raw[keys[0]]!r}",
                 field=where,
                 fix="remove the self loop; a node cannot read its own output",
             )
         if nodes[source]["size"] is None:
             raise GraphError(
-                f"edge {i} leaves virtual node {raw['source']!r}, which has no output",
+                f"edge {i} leaves virtual node {raw[keys[0]]!r}, which has no output",
                 field=where,
                 fix="remove the edge, or drop the node's \"virtual\" flag and give it a size",
             )

@@ -515,3 +515,50 @@ def test_errors_without_a_file_name_no_file():
     with pytest.raises(InputFormatError) as info:
         from_node_link(data)
     assert info.value.file is None and info.value.field == "nodes"
+
+
+def literature_random_dag(n: int, seed: int) -> dict:
+    """A DAG file as the literature's random layered DAGs are written: nodes without
+    ``id`` (networkx numbers them by position), an integer ``name``, and links keyed
+    ``"0"``/``"1"`` (``node_link_data(G, source="0", target="1")``)."""
+    graph = nx.gnp_random_graph(n, 0.3, seed=seed, directed=True)
+    dag = nx.DiGraph((u, v) for u, v in graph.edges if u < v)
+    dag.add_nodes_from(range(n))
+    for v in range(n):
+        dag.nodes[v].update(name=v, duration=1 + (7 * v + seed) % 50, out_cost=1 + (3 * v + seed) % 90)
+    data = nx.node_link_data(nx.DiGraph(dag.subgraph(range(n))), source="0", target="1", edges="links")
+    data["nodes"] = sorted(data["nodes"], key=lambda node: node["id"])
+    for node in data["nodes"]:
+        del node["id"]
+    return data
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_literatures_random_dag_files_import_as_networkx_reads_them(tmp_path, seed):
+    """Issue: such files were rejected (no id, int name, "0"/"1" link keys)."""
+    data = literature_random_dag(12, seed)
+    path = tmp_path / "rl.json"
+    path.write_text(json.dumps(data))
+    graph = from_node_link(path)
+    reference = nx.node_link_graph(data, source="0", target="1", edges="links")
+    assert {op.id for op in graph.ops} == {str(v) for v in reference.nodes}
+    assert all(op.members == (op.id,) or not op.members for op in graph.ops)  # the int name is the id
+    edges = {(p, op.id) for op in graph.ops for t in op.inputs
+             for p in [graph.tensor(t).producer] if p is not None}
+    assert edges == {(str(u), str(v)) for u, v in reference.edges}
+    for op in graph.ops:
+        attributes = reference.nodes[int(op.id)]
+        assert op.cost == attributes["duration"]
+        assert graph.tensor(output_tensor_id(op.id)).bytes == attributes["out_cost"]
+
+
+def test_nodes_without_ids_collide_with_an_explicit_id_and_say_so(tmp_path):
+    data = literature_random_dag(4, 1)
+    data["nodes"][2]["id"] = 0  # node 0 has no id: it is numbered 0 by position
+    assert_error(tmp_path, data, InputFormatError, "nodes[2].id", "by its position")
+
+
+def test_an_edge_with_neither_key_pair_names_both_spellings(tmp_path):
+    data = literature_random_dag(4, 1)
+    data["links"].append({"from": 0, "to": 1})
+    assert_error(tmp_path, data, InputFormatError, f"links[{len(data['links']) - 1}]", '"0"')
