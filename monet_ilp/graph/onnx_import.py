@@ -18,7 +18,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 import onnx
-from onnx import numpy_helper
+from onnx import external_data_helper, numpy_helper
 
 from monet_ilp.errors import GraphError, InputFormatError, MonetError, UnsupportedOpError
 from monet_ilp.graph.autodiff import FwdNode, TensorInfo, derive_training_graph
@@ -143,7 +143,35 @@ def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
             field="graph.node",
             fix="re-export the model",
         )
+    _load_constant_external_data(proto, path)
     return proto
+
+
+def _load_constant_external_data(proto: onnx.ModelProto, path: Path) -> None:
+    """Read the external data of the initializers that are constants (shapes, scalars).
+
+    Exporters put initializers in a data file next to the model (torch's dynamo
+    exporter does for every one, ``location`` relative to the model's folder).  The
+    trained weights need only their dims and type, so their data is never read; the
+    constants' values are (a ``Reshape`` target, an ``Expand`` shape).
+    """
+    for init in proto.graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL or _is_trainable_initializer(init):
+            continue
+        info = {entry.key: entry.value for entry in init.external_data}
+        where = path.parent / info.get("location", "")
+        try:
+            external_data_helper.load_external_data_for_tensor(init, str(path.parent))
+        except Exception as err:  # noqa: BLE001  (onnx raises ValidationError, OSError, ...)
+            raise InputFormatError(
+                f"initializer {init.name!r} keeps its data in {str(where)!r}, which cannot be read "
+                f"({type(err).__name__}: {err})",
+                file=str(path),
+                field=f"graph.initializer.{init.name}",
+                fix="keep the external data file(s) the exporter wrote next to the model, under the same name",
+            ) from None
+        init.data_location = onnx.TensorProto.DEFAULT
+        del init.external_data[:]
 
 
 @dataclass

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from monet_ilp.errors import GraphError, InputFormatError, MonetError, UnsupportedOpError
 from monet_ilp.graph import OpKind, TensorKind, from_onnx
@@ -273,3 +274,40 @@ def test_every_supported_op_imports(granularity):
     # Sub and Concat save nothing; the concatenation is saved only as the pooled input.
     assert "diff" not in saved and "cat" in saved
     assert g.tensor("maxpool.indices").dtype.value == "int64"
+
+
+def _reshaping_mlp() -> onnx.ModelProto:
+    """A Gemm whose output a Reshape reads with its target shape in an int64 initializer:
+    the constant the importer must read even when the exporter moved it to a data file."""
+    nodes = [helper.make_node("Gemm", ["x", "W", "b"], ["h"], name="fc", transB=1),
+             helper.make_node("Reshape", ["h", "shape"], ["r"], name="reshape"),
+             helper.make_node("Relu", ["r"], ["y"], name="relu")]
+    inits = [ob.weight("W", (16, 8)), ob.weight("b", (16,)),
+             numpy_helper.from_array(np.array([4, 8, 4], np.int64), "shape")]
+    return ob.model(nodes, [("x", [2, 8])], [("y", [4, 8, 4])], inits)
+
+
+@pytest.mark.parametrize("one_file", [True, False])
+def test_weights_in_external_data_files_next_to_the_model(tmp_path, one_file):
+    """Issue: torch's dynamo exporter writes every initializer to a data file; the
+    importer read the constants without it ("not a regular file")."""
+    inline = from_onnx(_reshaping_mlp())
+    path = tmp_path / "model.onnx"
+    onnx.save_model(_reshaping_mlp(), str(path), save_as_external_data=True, all_tensors_to_one_file=one_file,
+                    location="model.onnx.data", size_threshold=0)
+    assert onnx.load(str(path), load_external_data=False).graph.initializer[2].data_location == \
+        onnx.TensorProto.EXTERNAL
+    graph = from_onnx(path)
+    assert [(op.id, op.flops) for op in graph.ops] == [(op.id, op.flops) for op in inline.ops]
+    assert [(t.id, t.shape, t.bytes) for t in graph.tensors] == [(t.id, t.shape, t.bytes) for t in inline.tensors]
+
+
+def test_a_missing_external_data_file_names_the_file_and_the_fix(tmp_path):
+    path = tmp_path / "model.onnx"
+    onnx.save_model(_reshaping_mlp(), str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location="weights.bin", size_threshold=0)
+    (tmp_path / "weights.bin").unlink()
+    with pytest.raises(InputFormatError) as err:
+        from_onnx(path)
+    assert "weights.bin" in str(err.value) and "next to the model" in str(err.value)
+    assert err.value.field == "graph.initializer.shape"
