@@ -19,6 +19,7 @@ import networkx as nx
 import numpy as np
 import onnx
 from onnx import external_data_helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from monet_ilp.errors import GraphError, InputFormatError, MonetError, UnsupportedOpError
 from monet_ilp.graph.autodiff import FwdNode, TensorInfo, derive_training_graph
@@ -205,7 +206,7 @@ class _Importer:
     # ----------------------------------------------------------------- driver
     def run(self) -> TrainingGraph:
         self.initializers = {t.name: t for t in self.proto.graph.initializer}
-        model = _infer_shapes(self._with_static_inputs(_without_weight_data(self.proto)))
+        model = _fold_constants(self._with_static_inputs(_without_weight_data(self.proto)))
         if self.allow_unknown:
             model = _shape_unknown_ops_elementwise(model)
         graph = model.graph
@@ -945,6 +946,92 @@ def _infer_shapes(model: onnx.ModelProto) -> onnx.ModelProto:
             field="graph",
             fix="check the model with onnx.checker, or export it with static shapes",
         ) from None
+
+
+#: Ops never folded: random ones (Dropout's mask included), and those with subgraphs.
+_NOT_FOLDED = frozenset({"Dropout", "RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike",
+                         "Multinomial", "Bernoulli", "If", "Loop", "Scan", "SequenceMap"})
+#: A folded value has at most this many elements (a larger one stays a node; its shape
+#: is still inferred from the folded values it reads).
+FOLD_LIMIT = 1 << 20
+#: Rounds of folding and shape inference (each folds what the previous one made static).
+FOLD_ROUNDS = 8
+
+
+def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:
+    """Shape inference with the shape subgraphs folded (pipeline step 1).
+
+    Exporters compute shapes at run time: ``Shape`` of a tensor, then ``Gather``,
+    ``Concat``, ``ConstantOfShape``, ``Expand``, ``Equal``, ``Where`` ... on the result.
+    ONNX's data propagation follows some of these chains; whatever it leaves, this folds:
+    ``Shape``/``Size`` of a tensor whose shape is static become constants, and so does
+    every node whose inputs are all constants, evaluated by ONNX's reference evaluator
+    (``onnx.reference``); then shapes are inferred again, until nothing changes.  So a
+    shape computed from static inputs is static.
+    """
+    for _ in range(FOLD_ROUNDS):
+        model = _infer_shapes(model)
+        graph = model.graph
+        shapes: dict[str, tuple[int, ...]] = {}
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            tt = vi.type.tensor_type
+            if tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+                shapes[vi.name] = tuple(d.dim_value for d in tt.shape.dim)
+        known: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
+        opset = max((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), default=17)
+        nodes: list[onnx.NodeProto] = []
+        changed = False
+        for k, node in enumerate(graph.node):
+            values = _folded(node, known, shapes, opset)
+            if values is None or any(v.size > FOLD_LIMIT for v in values):
+                nodes.append(node)
+                continue
+            if node.op_type == "Constant":
+                known[node.output[0]] = values[0]
+                nodes.append(node)
+                continue
+            for out, value in zip(node.output, values, strict=False):
+                if out:
+                    known[out] = value
+                    nodes.append(onnx.helper.make_node(
+                        "Constant", [], [out], name=f"{node.name or node.op_type + str(k)}/folded:{out}",
+                        value=numpy_helper.from_array(np.asarray(value), out)))
+            changed = True
+        if not changed:
+            return model
+        del graph.node[:]
+        graph.node.extend(nodes)
+    return _infer_shapes(model)
+
+
+def _folded(node: onnx.NodeProto, known: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]],
+            opset: int) -> list[np.ndarray] | None:
+    """The values of ``node``'s outputs when they are constants, else ``None``."""
+    if node.domain not in ("", "ai.onnx") or node.op_type in _NOT_FOLDED:
+        return None
+    if node.op_type == "Constant":
+        value = _constant_attr_value(_Node(node.name, node.op_type, [], list(node.output),
+                                           {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}))
+        return None if value is None else [np.asarray(value)]
+    if node.op_type in SHAPE_OPS and node.input[0] in shapes:
+        shape = shapes[node.input[0]]
+        if node.op_type == "Size":
+            return [np.asarray(math.prod(shape), dtype=np.int64)]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        start, end = attrs.get("start", 0), attrs.get("end", len(shape))
+        return [np.asarray(shape[start:end], dtype=np.int64)]
+    if not node.input or not all(i == "" or i in known for i in node.input):
+        return None
+    feeds = {i: known[i] for i in node.input if i}
+    inputs = [onnx.helper.make_tensor_value_info(i, onnx.helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
+              for i, v in feeds.items()]
+    outputs = [onnx.helper.make_empty_tensor_value_info(o) for o in node.output if o]
+    one = onnx.helper.make_model(onnx.helper.make_graph([node], "fold", inputs, outputs),
+                                 opset_imports=[onnx.helper.make_opsetid("", opset)])
+    try:
+        return [np.asarray(v) for v in ReferenceEvaluator(one).run(None, feeds)]
+    except Exception:  # noqa: BLE001  (a node the evaluator cannot run stays a node)
+        return None
 
 
 def _shape_unknown_ops_elementwise(model: onnx.ModelProto) -> onnx.ModelProto:

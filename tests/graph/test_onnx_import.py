@@ -311,3 +311,50 @@ def test_a_missing_external_data_file_names_the_file_and_the_fix(tmp_path):
         from_onnx(path)
     assert "weights.bin" in str(err.value) and "next to the model" in str(err.value)
     assert err.value.field == "graph.initializer.shape"
+
+
+def _token_type_embedding(batch=2, t=5, d=8) -> onnx.ModelProto:
+    """The shape arithmetic TorchScript exports for BERT's token-type ids: a buffer sliced
+    and expanded to the run-time shape of the input ids (Shape -> Gather -> Unsqueeze ->
+    Concat, then torch's -1 handling Equal/Where -> Expand), then an embedding lookup.
+    Every shape is static given the ids', but ONNX's data propagation stops at Where."""
+    n = helper.make_node
+    nodes = [
+        n("Gather", ["W_tok", "ids"], ["tok"], name="tok_embed"),
+        n("Shape", ["ids"], ["ids_shape"], name="shape"),
+        ob.const("zero", 0, np.int64), ob.const("one", 1, np.int64), ob.const("axes0", [0], np.int64),
+        n("Gather", ["ids_shape", "zero"], ["b"], name="get_b", axis=0),
+        n("Gather", ["ids_shape", "one"], ["s"], name="get_s", axis=0),
+        n("Unsqueeze", ["b", "axes0"], ["b1"], name="unsq_b"),
+        n("Unsqueeze", ["s", "axes0"], ["s1"], name="unsq_s"),
+        ob.const("starts", [0], np.int64), ob.const("axes1", [1], np.int64),
+        n("Slice", ["buffer", "starts", "s1", "axes1"], ["sliced"], name="slice"),
+        n("Concat", ["b1", "s1"], ["dims"], name="concat", axis=0),
+        # torch's expand(-1 -> keep): where(dims == -1, 1, dims), ones from the dims' shape
+        n("Shape", ["dims"], ["dims_shape"], name="dims_shape"),
+        n("ConstantOfShape", ["dims_shape"], ["ones"], name="ones",
+          value=numpy_helper.from_array(np.array([1], np.int64))),
+        ob.const("minus_one", -1, np.int64),
+        n("Mul", ["ones", "minus_one"], ["negs"], name="negs"),
+        n("Equal", ["dims", "negs"], ["is_neg"], name="is_neg"),
+        n("Where", ["is_neg", "ones", "dims"], ["target"], name="where"),
+        n("Expand", ["sliced", "target"], ["type_ids"], name="expand"),
+        n("Gather", ["W_type", "type_ids"], ["typ"], name="type_embed"),
+        n("Add", ["tok", "typ"], ["y"], name="add"),
+    ]
+    inits = [ob.weight("W_tok", (32, d)), ob.weight("W_type", (2, d)),
+             numpy_helper.from_array(np.zeros((1, 16), np.int64), "buffer")]
+    g = helper.make_graph(nodes, "tt", [helper.make_tensor_value_info("ids", onnx.TensorProto.INT64, [batch, t])],
+                          [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    return m
+
+
+def test_shape_subgraphs_are_folded_so_their_results_have_static_shapes():
+    """Issue: BERT's TorchScript export failed with a Gather output of "no static shape"
+    although every input shape is static (pipeline step 1, _fold_constants)."""
+    graph = from_onnx(_token_type_embedding())
+    typ = next(op for op in graph.ops if op.id.endswith("type_embed") or "type_embed" in op.members)
+    assert graph.tensor(typ.outputs[0]).shape == (2, 5, 8)
+    assert not any("shape" in op.members or "expand" in op.members for op in graph.ops)  # constants, not ops
