@@ -22,6 +22,7 @@ goes to stdout, the rows (and, with ``--details``, a per-tensor breakdown) to JS
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import math
@@ -242,8 +243,37 @@ def _storage_key(t: torch.Tensor) -> tuple[int, int]:
     return (st.data_ptr(), st.nbytes())
 
 
+def _fused_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
+                   ) -> torch.Tensor:
+    """Dropout as accelerators run it: ``native_dropout``, which saves a one-byte mask.
+
+    On the CPU, ``F.dropout`` multiplies by a float mask of the input's type and autograd
+    saves that (4 bytes an element in fp32); CUDA runs the fused ``native_dropout``.
+    The training graph models the fused kernel (TG.T1), and so does the reference.
+    """
+    if not training or p == 0:
+        return input
+    return torch.native_dropout(input, p, True)[0]
+
+
+@contextlib.contextmanager
+def fused_dropout() -> Any:
+    """Run ``F.dropout`` as :func:`_fused_dropout` inside the block."""
+    plain = F.dropout
+    F.dropout = _fused_dropout
+    try:
+        yield
+    finally:
+        F.dropout = plain
+
+
 def measure_torch_case(case: TorchCase) -> TorchMeasure:
     """One training step of ``case``: FLOPs (whole step) and saved activation bytes."""
+    with fused_dropout():
+        return _measure_torch_case(case)
+
+
+def _measure_torch_case(case: TorchCase) -> TorchMeasure:
     model = case.model
     model.zero_grad(set_to_none=True)
     persistent = {
@@ -276,14 +306,22 @@ def measure_torch_case(case: TorchCase) -> TorchMeasure:
         unpacked_by.append(i)
         return packed[i][0]
 
+    # Two passes from the same random state: FLOPs under the counter, saved tensors
+    # without it.  The counter is a dispatch mode, under which PyTorch decomposes some
+    # ops (dropout becomes a multiply by a float mask, which autograd then saves in
+    # place of native_dropout's one-byte mask), so the saved set must be seen outside it.
     flop_counter = FlopCounterMode(display=False)
+    rng = torch.get_rng_state()
+    with flop_counter:
+        case.loss(model(case.inputs)).backward()
+    model.zero_grad(set_to_none=True)
+    torch.set_rng_state(rng)
     try:
-        with flop_counter:
-            with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
-                logits = model(case.inputs)
-                loss = case.loss(logits)
-            holders = _saved_holders(loss, unpacked_by)
-            loss.backward()
+        with torch.autograd.graph.saved_tensors_hooks(pack, unpack):
+            logits = model(case.inputs)
+            loss = case.loss(logits)
+        holders = _saved_holders(loss, unpacked_by)
+        loss.backward()
     finally:
         for h in handles:
             h.remove()

@@ -228,6 +228,9 @@ class _Importer:
         self.extra_infos: dict[str, TensorInfo] = {}
         fwd_nodes = []
         for n in nodes:
+            if n.op_type == "Dropout" and self._dropout_trains(n):
+                fwd_nodes.append(self._lower(n, _rule_dropout))
+                continue
             if n.op_type in VIEW_OPS:
                 src = self._canonical(n.inputs[0])
                 for out in n.outputs[:1] if n.op_type == "Dropout" else n.outputs:
@@ -422,9 +425,23 @@ class _Importer:
         return out
 
     # ---------------------------------------------------------------- lowering
-    def _lower(self, n: _Node) -> FwdNode:
+    def _dropout_trains(self, n: _Node) -> bool:
+        """Whether a Dropout node drops anything: ``training_mode`` true (an input whose
+        value is not known counts as true) and a ratio above 0 (default 0.5); before opset
+        12 the ratio is an attribute and the node trains unless ``is_test``."""
+        if "is_test" in n.attrs or ("ratio" in n.attrs and len(n.inputs) < 2):
+            return not n.attrs.get("is_test", 0) and float(n.attrs.get("ratio", 0.5)) > 0
+        if len(n.inputs) < 3 or not n.inputs[2]:
+            return False
+        training = self.constants.get(n.inputs[2])
+        if training is not None and not bool(np.asarray(training).item()):
+            return False
+        ratio = self.constants.get(n.inputs[1]) if len(n.inputs) > 1 and n.inputs[1] else None
+        return ratio is None or float(np.asarray(ratio).item()) > 0
+
+    def _lower(self, n: _Node, rule: Callable[[_RuleContext], FwdNode] | None = None) -> FwdNode:
         inputs = [self._canonical(i) if i else "" for i in n.inputs]
-        rule = OP_RULES.get(n.op_type)
+        rule = rule or OP_RULES.get(n.op_type)
         if rule is None:
             if not self.allow_unknown:
                 raise UnsupportedOpError(
@@ -700,6 +717,16 @@ def _rule_gather(c: _RuleContext) -> FwdNode:
                    grad_flops={data: numel})
 
 
+def _rule_dropout(c: _RuleContext) -> FwdNode:
+    """Dropout in training mode: a new output and a one-byte mask, which is all the
+    backward reads (PyTorch's ``native_dropout`` saves the boolean mask)."""
+    x = c.require(0, "input")
+    numel = c.out_numel()
+    mask = c.extra("mask", c.shape(c.out), DType.BOOL)
+    return FwdNode(c.node.name, "Dropout", [x], [c.out, mask], flops=2 * numel, dims={"N": numel},
+                   needs={x: {mask}}, grad_flops={x: numel})
+
+
 def _rule_clip(c: _RuleContext) -> FwdNode:
     return _unary("in", 2, 1)(c)
 
@@ -805,7 +832,8 @@ def _other(n: _Node, t: str) -> str:
 
 def _match_gelu(erf: _Node, producer: _Producers, readers: _Readers, constants: _Constants
                 ) -> tuple[_Node, list[_Node]] | None:
-    """x -> Div(sqrt 2) | Mul(1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), in either Mul order."""
+    """x -> Div(sqrt 2) | Mul(1/sqrt 2) -> Erf -> Add(1) -> Mul(x) -> Mul(0.5), the two
+    products in any order: ``·x`` then ``·0.5``, ``(x·0.5)·``, or ``·0.5`` then ``·x``."""
     if erf.op_type != "Erf":
         return None
     scale = producer.get(erf.inputs[0])
@@ -828,6 +856,12 @@ def _match_gelu(erf: _Node, producer: _Producers, readers: _Readers, constants: 
     if partner == x:
         m2 = _sole_reader(m1.outputs[0], readers, "Mul")
         if m2 is None or _const_value(_other(m2, m1.outputs[0]), constants) != 0.5:
+            return None
+        members, out = [scale, erf, add, m1, m2], m2.outputs[0]
+    elif partner in constants:  # torch's dynamo export: 0.5 * (1 + erf), then times x
+        m2 = _sole_reader(m1.outputs[0], readers, "Mul")
+        if (_const_value(partner, constants) != 0.5 or m2 is None
+                or _other(m2, m1.outputs[0]) != x):
             return None
         members, out = [scale, erf, add, m1, m2], m2.outputs[0]
     else:

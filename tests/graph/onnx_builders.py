@@ -70,12 +70,22 @@ def residual_block(batch=2, c=4, hw=8) -> onnx.ModelProto:
     return model(nodes, [("x", [batch, 3, hw, hw])], [("y", [batch, 10])], inits)
 
 
-def gelu_decomposed(batch=2, d=8, half_first=False) -> onnx.ModelProto:
-    """Linear -> Erf-GELU (in either Mul order) -> Linear."""
+def gelu_decomposed(batch=2, d=8, half_first=False, order="x_first") -> onnx.ModelProto:
+    """Linear -> Erf-GELU (the two products in any order) -> Linear.
+
+    ``half_first``: ``(x * 0.5) * (1 + erf)``; ``order="half_then_x"``: torch's dynamo
+    export, ``x * (0.5 * (1 + erf))``; otherwise ``(x * (1 + erf)) * 0.5``.
+    """
     n = helper.make_node
     nodes = [const("sqrt2", np.sqrt(2.0)), const("one", 1.0), const("half", 0.5),
              n("MatMul", ["x", "w0"], ["h"], name="fc0")]
-    if half_first:
+    if order == "half_then_x":
+        nodes += [n("Div", ["h", "sqrt2"], ["hs"], name="gelu/div"),
+                  n("Erf", ["hs"], ["he"], name="gelu/erf"),
+                  n("Add", ["he", "one"], ["ha"], name="gelu/add"),
+                  n("Mul", ["half", "ha"], ["hm"], name="gelu/mul_half"),
+                  n("Mul", ["h", "hm"], ["g"], name="gelu/mul")]
+    elif half_first:
         nodes += [n("Mul", ["h", "half"], ["hh"], name="gelu/mul_half"),
                   n("Div", ["h", "sqrt2"], ["hs"], name="gelu/div"),
                   n("Erf", ["hs"], ["he"], name="gelu/erf"),
@@ -176,3 +186,15 @@ def every_op(batch=2) -> onnx.ModelProto:
     ]
     return model(nodes, [("x", [batch, 3, 8, 8])], [("y", [batch, 5])],
                  [weight("w", (4, 3, 3, 3)), weight("wf", (5, 4))], opset=20)
+
+
+def dropout_mlp(batch=4, d=8, training=True, opset=17) -> onnx.ModelProto:
+    """Linear -> Dropout(0.1, training_mode) -> Relu -> Linear."""
+    n = helper.make_node
+    nodes = [const("ratio", 0.1), const("training", training, np.bool_),
+             n("MatMul", ["x", "w0"], ["h"], name="fc0"),
+             n("Dropout", ["h", "ratio", "training"], ["hd"], name="drop"),
+             n("Relu", ["hd"], ["r"], name="relu"),
+             n("MatMul", ["r", "w1"], ["y"], name="fc1")]
+    return model(nodes, [("x", [batch, d])], [("y", [batch, 4])], [weight("w0", (d, d)), weight("w1", (d, 4))],
+                 opset=opset)

@@ -11,6 +11,7 @@ from onnx import helper, numpy_helper
 
 from monet_ilp.errors import GraphError, InputFormatError, MonetError, UnsupportedOpError
 from monet_ilp.graph import OpKind, TensorKind, from_onnx
+from monet_ilp.graph.ir import DType
 
 from . import onnx_builders as ob
 
@@ -66,9 +67,9 @@ def test_batchnorm_saves_input_and_statistics():
     assert "m0" not in weights and "g0" in weights
 
 
-@pytest.mark.parametrize("half_first", [False, True])
-def test_erf_gelu_decomposition_is_one_gelu(half_first):
-    g = from_onnx(ob.gelu_decomposed(half_first=half_first), granularity="op")
+@pytest.mark.parametrize(("half_first", "order"), [(False, "x_first"), (True, "x_first"), (False, "half_then_x")])
+def test_erf_gelu_decomposition_is_one_gelu(half_first, order):
+    g = from_onnx(ob.gelu_decomposed(half_first=half_first, order=order), granularity="op")
     types = [op.op_type for op in _forward(g)]
     assert types == ["MatMul", "Gelu", "MatMul"]
     gelu = next(op for op in _forward(g) if op.op_type == "Gelu")
@@ -358,3 +359,20 @@ def test_shape_subgraphs_are_folded_so_their_results_have_static_shapes():
     typ = next(op for op in graph.ops if op.id.endswith("type_embed") or "type_embed" in op.members)
     assert graph.tensor(typ.outputs[0]).shape == (2, 5, 8)
     assert not any("shape" in op.members or "expand" in op.members for op in graph.ops)  # constants, not ops
+
+
+def test_dropout_in_training_mode_saves_a_one_byte_mask_and_not_its_input():
+    """As the fused kernel (native_dropout) saves it; the backward reads only the mask."""
+    g = from_onnx(ob.dropout_mlp(training=True), granularity="op")
+    assert [op.op_type for op in _forward(g)] == ["MatMul", "Dropout", "Relu", "MatMul"]
+    drop = next(op for op in _forward(g) if op.op_type == "Dropout")
+    mask = g.tensor(drop.outputs[1])
+    assert mask.dtype is DType.BOOL and mask.shape == (4, 8) and mask.bytes == 32
+    saved = {t.id for t in g.saved_tensors()}
+    assert mask.id in saved and "h" not in saved  # the Relu saves its output, not h
+    assert any(mask.id in op.inputs for op in g.ops if op.is_backward)
+
+
+def test_dropout_in_eval_mode_is_a_view():
+    g = from_onnx(ob.dropout_mlp(training=False), granularity="op")
+    assert [op.op_type for op in _forward(g)] == ["MatMul", "Relu", "MatMul"]
