@@ -9,8 +9,9 @@ optimizer ops.
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,8 @@ _ONNX_DTYPES: dict[int, DType] = {
 
 #: Ops that only reinterpret memory: their outputs alias their first input.
 VIEW_OPS = frozenset(
-    {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Split", "Slice"}
+    {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Split", "Slice",
+     "SplitToSequence", "SequenceAt"}
 )
 
 #: Shape arithmetic: folded away when every input is a constant.
@@ -60,6 +62,7 @@ def from_onnx(
     input_shapes: Mapping[str, Sequence[int]] | None = None,
     batch: int | None = None,
     name: str | None = None,
+    trainable: Iterable[str] | None = None,
 ) -> TrainingGraph:
     """Import a forward ONNX model as a training graph.
 
@@ -89,10 +92,16 @@ def from_onnx(
         symbolic first dimension of every input.
     name
         Graph name; defaults to the model's graph name or file stem.
+    trainable
+        The names of the initializers that are trained weights; every other
+        initializer is a constant (a buffer, a folded mask or rotary table).  Default:
+        the model's metadata entry ``monet_ilp.trainable`` (a JSON list, written by
+        :func:`monet_ilp.graph.torch_export.export_for_training`), else every float
+        initializer with more than one element (pipeline step 3).
     """
     source = str(model) if isinstance(model, (str, Path)) else None
     try:
-        proto = _load(model)
+        proto = _load(model, trainable)
         return _Importer(
             proto,
             optimizer=optimizer,
@@ -123,9 +132,9 @@ def _parse_dtype(dtype: str | None) -> DType | None:
     return dt
 
 
-def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
+def _load(model: onnx.ModelProto | str | Path, trainable: Iterable[str] | None = None) -> onnx.ModelProto:
     if isinstance(model, onnx.ModelProto):
-        return model
+        return _with_trainable(model, trainable)
     path = Path(model)
     if not path.is_file():
         raise InputFormatError("file not found", file=str(path), fix="check the path")
@@ -144,8 +153,52 @@ def _load(model: onnx.ModelProto | str | Path) -> onnx.ModelProto:
             field="graph.node",
             fix="re-export the model",
         )
+    proto = _with_trainable(proto, trainable)
     _load_constant_external_data(proto, path)
     return proto
+
+
+#: The metadata entry naming the trained initializers (a JSON list of names).
+TRAINABLE_KEY = "monet_ilp.trainable"
+
+
+def _with_trainable(proto: onnx.ModelProto, trainable: Iterable[str] | None) -> onnx.ModelProto:
+    """``proto`` with ``trainable`` recorded in its metadata (a copy when it changes), after
+    checking the names, from the argument or from the metadata already there."""
+    entries = {p.key: p.value for p in proto.metadata_props}
+    if trainable is None and TRAINABLE_KEY not in entries:
+        return proto
+    where = "trainable" if trainable is not None else f"metadata_props.{TRAINABLE_KEY}"
+    if trainable is None:
+        try:
+            names = json.loads(entries[TRAINABLE_KEY])
+        except json.JSONDecodeError as err:
+            raise InputFormatError(f"{TRAINABLE_KEY} is not JSON ({err})", field=where,
+                                   fix="write a JSON list of initializer names") from None
+    else:
+        names = list(trainable)
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise InputFormatError(f"{where} must be a list of initializer names", field=where,
+                               fix="write a JSON list of initializer names")
+    inits = {i.name: i for i in proto.graph.initializer}
+    unknown = sorted(set(names) - set(inits))
+    if unknown:
+        raise InputFormatError(
+            f"{len(unknown)} trainable name(s) are not initializers of the model: {', '.join(unknown[:5])}",
+            field=where, fix="name initializers of the model (its trained weights)")
+    integer = sorted(n for n in names if not _float_initializer(inits[n]))
+    if integer:
+        raise InputFormatError(f"trainable initializer(s) {', '.join(integer[:5])} are not floating point",
+                               field=where, fix="only float initializers can be trained")
+    if trainable is None:
+        return proto
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    for entry in list(copy.metadata_props):
+        if entry.key == TRAINABLE_KEY:
+            copy.metadata_props.remove(entry)
+    copy.metadata_props.add(key=TRAINABLE_KEY, value=json.dumps(sorted(set(names))))
+    return copy
 
 
 def _load_constant_external_data(proto: onnx.ModelProto, path: Path) -> None:
@@ -156,8 +209,9 @@ def _load_constant_external_data(proto: onnx.ModelProto, path: Path) -> None:
     trained weights need only their dims and type, so their data is never read; the
     constants' values are (a ``Reshape`` target, an ``Expand`` shape).
     """
+    names = _trainable_names(proto)
     for init in proto.graph.initializer:
-        if init.data_location != onnx.TensorProto.EXTERNAL or _is_trainable_initializer(init):
+        if init.data_location != onnx.TensorProto.EXTERNAL or _is_trainable_initializer(init, names):
             continue
         info = {entry.key: entry.value for entry in init.external_data}
         where = path.parent / info.get("location", "")
@@ -206,6 +260,7 @@ class _Importer:
     # ----------------------------------------------------------------- driver
     def run(self) -> TrainingGraph:
         self.initializers = {t.name: t for t in self.proto.graph.initializer}
+        self.trainable = _trainable_names(self.proto)
         model = _fold_constants(self._with_static_inputs(_without_weight_data(self.proto)))
         if self.allow_unknown:
             model = _shape_unknown_ops_elementwise(model)
@@ -231,7 +286,7 @@ class _Importer:
             if n.op_type == "Dropout" and self._dropout_trains(n):
                 fwd_nodes.append(self._lower(n, _rule_dropout))
                 continue
-            if n.op_type in VIEW_OPS:
+            if n.op_type in VIEW_OPS or self._no_op_cast(n):
                 src = self._canonical(n.inputs[0])
                 for out in n.outputs[:1] if n.op_type == "Dropout" else n.outputs:
                     if out:
@@ -360,7 +415,7 @@ class _Importer:
         """
         values: dict[str, np.ndarray | None] = {}
         for name, init in self.initializers.items():
-            if not _is_trainable_initializer(init):
+            if not _is_trainable_initializer(init, self.trainable):
                 values[name] = numpy_helper.to_array(init)
         for n in nodes:
             if n.op_type == "Constant":
@@ -425,6 +480,15 @@ class _Importer:
         return out
 
     # ---------------------------------------------------------------- lowering
+    def _no_op_cast(self, n: _Node) -> bool:
+        """A Cast (or CastLike) to the type its input has already: PyTorch's ``.to(dtype)``
+        returns the same tensor, so it is a view, not a copy."""
+        if n.op_type not in ("Cast", "CastLike") or not n.inputs or not n.outputs[0]:
+            return False
+        _, source = self.infos.get(n.inputs[0], (None, 0))
+        _, target = self.infos.get(n.outputs[0], (None, 0))
+        return bool(source) and source == target
+
     def _dropout_trains(self, n: _Node) -> bool:
         """Whether a Dropout node drops anything: ``training_mode`` true (an input whose
         value is not known counts as true) and a ratio above 0 (default 0.5); before opset
@@ -758,6 +822,8 @@ OP_RULES: dict[str, Callable[[_RuleContext], FwdNode]] = {
     "Erf": _unary("in", 6, 6),
     "Exp": _unary("out", 4, 1),
     "Sqrt": _unary("out", 4, 2),
+    "Rsqrt": _unary("out", 4, 3),  # a fused Sqrt -> Reciprocal
+    "Silu": _unary("in", 5, 6),  # a fused x * Sigmoid(x)
     "Pow": _unary("in", 2, 3),
     "Neg": _unary("none", 1, 1),
     "Reciprocal": _unary("out", 1, 2),
@@ -790,8 +856,8 @@ _Constants = Mapping[str, np.ndarray | None]
 
 
 def _fuse_patterns(nodes: list[_Node], constants: _Constants) -> list[_Node]:
-    """Replace the Erf-GELU and LayerNorm decompositions by single nodes."""
-    for matcher in (_match_gelu, _match_layernorm):
+    """Replace the Erf-GELU, LayerNorm, SiLU and rsqrt decompositions by single nodes."""
+    for matcher in (_match_gelu, _match_layernorm, _match_silu, _match_rsqrt):
         while True:
             producer = {o: n for n in nodes for o in n.outputs}
             readers: dict[str, list[_Node]] = {}
@@ -875,6 +941,33 @@ def _match_gelu(erf: _Node, producer: _Producers, readers: _Readers, constants: 
     return _Node(name, "Gelu", [x], [out], {}, tuple(m.name for m in members)), members
 
 
+def _match_silu(sig: _Node, producer: _Producers, readers: _Readers, constants: _Constants
+                ) -> tuple[_Node, list[_Node]] | None:
+    """x -> Sigmoid -> Mul(x): SiLU, which saves only x (PyTorch's SiluBackward)."""
+    if sig.op_type != "Sigmoid" or not sig.inputs or sig.inputs[0] in constants:
+        return None
+    x = sig.inputs[0]
+    mul = _sole_reader(sig.outputs[0], readers, "Mul")
+    if mul is None or _other(mul, sig.outputs[0]) != x:
+        return None
+    members = [sig, mul]
+    return _Node(_pattern_name(members, "silu"), "Silu", [x], [mul.outputs[0]], {},
+                 tuple(m.name for m in members)), members
+
+
+def _match_rsqrt(sqrt: _Node, producer: _Producers, readers: _Readers, constants: _Constants
+                 ) -> tuple[_Node, list[_Node]] | None:
+    """x -> Sqrt -> Reciprocal: one rsqrt, which saves only its output (RMSNorm's statistic)."""
+    if sqrt.op_type != "Sqrt":
+        return None
+    rec = _sole_reader(sqrt.outputs[0], readers, "Reciprocal")
+    if rec is None:
+        return None
+    members = [sqrt, rec]
+    return _Node(_pattern_name(members, "rsqrt"), "Rsqrt", [sqrt.inputs[0]], [rec.outputs[0]], {},
+                 tuple(m.name for m in members)), members
+
+
 def _match_layernorm(mean: _Node, producer: _Producers, readers: _Readers, constants: _Constants
                      ) -> tuple[_Node, list[_Node]] | None:
     """x -> ReduceMean -> Sub -> Pow(2) -> ReduceMean -> Add(eps) -> Sqrt -> Div [-> Mul(g) -> Add(b)]."""
@@ -923,14 +1016,32 @@ def _pattern_name(members: list[_Node], kind: str) -> str:
             break
         prefix += chars[0]
     prefix = prefix.rstrip("/._-:")
-    return f"{prefix}/{kind}" if prefix else f"{names[0]}/{kind}"
+    # A shared scope ("/m/layer.0/mlp/...") names the pattern; names without scopes (the
+    # dynamo exporter's "node_Sqrt_12") share only their stem, so the last member's
+    # (unique) name does.
+    return f"{prefix}/{kind}" if "/" in prefix else f"{names[-1]}/{kind}"
 
 
 # -------------------------------------------------------------------- utils
-def _is_trainable_initializer(init: onnx.TensorProto) -> bool:
-    """Float initializers with more than one element are trained; the rest are constants."""
+def _float_initializer(init: onnx.TensorProto) -> bool:
     dt = _ONNX_DTYPES.get(init.data_type)
-    return dt is not None and dt.is_float and math.prod(init.dims) > 1
+    return dt is not None and dt.is_float
+
+
+def _trainable_names(proto: onnx.ModelProto) -> frozenset[str] | None:
+    """The names of the model's ``monet_ilp.trainable`` entry (checked by :func:`_load`)."""
+    for entry in proto.metadata_props:
+        if entry.key == TRAINABLE_KEY:
+            return frozenset(json.loads(entry.value))
+    return None
+
+
+def _is_trainable_initializer(init: onnx.TensorProto, names: frozenset[str] | None = None) -> bool:
+    """An initializer in ``names`` when given; otherwise a float initializer with more
+    than one element is trained and the rest are constants."""
+    if names is not None:
+        return init.name in names
+    return _float_initializer(init) and math.prod(init.dims) > 1
 
 
 def _constant_attr_value(n: _Node) -> np.ndarray | None:
@@ -961,8 +1072,9 @@ def _without_weight_data(proto: onnx.ModelProto) -> onnx.ModelProto:
     g.value_info.extend(graph.value_info)
     listed = {i.name for i in graph.input}
     g.input.extend(graph.input)
+    names = _trainable_names(proto)
     for init in graph.initializer:
-        if _is_trainable_initializer(init):
+        if _is_trainable_initializer(init, names):
             if init.name not in listed:
                 g.input.append(onnx.helper.make_tensor_value_info(init.name, init.data_type, list(init.dims)))
         else:

@@ -376,3 +376,71 @@ def test_dropout_in_training_mode_saves_a_one_byte_mask_and_not_its_input():
 def test_dropout_in_eval_mode_is_a_view():
     g = from_onnx(ob.dropout_mlp(training=False), granularity="op")
     assert [op.op_type for op in _forward(g)] == ["MatMul", "Relu", "MatMul"]
+
+
+def _rotary_like(batch=2, t=4, d=8) -> onnx.ModelProto:
+    """q = x W; y = q * cos + q (cos a float table the exporter folded into an initializer)."""
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "W"], ["q"], name="proj"),
+             n("Mul", ["q", "cos"], ["qc"], name="rot"),
+             n("Add", ["qc", "q"], ["y"], name="add")]
+    inits = [ob.weight("W", (d, d)), numpy_helper.from_array(np.ones((1, t, d), np.float32), "cos")]
+    return ob.model(nodes, [("x", [batch, t, d])], [("y", [batch, t, d])], inits)
+
+
+def test_trainable_names_make_other_float_initializers_constants():
+    """A folded rotary table is no weight: with the trained names given (or recorded in the
+    model's metadata by export_for_training), it gets no gradient and the Mul saves nothing
+    for it; by default (any float initializer with > 1 element) it is a weight."""
+    guessed = from_onnx(_rotary_like(), granularity="op")
+    assert {t.id for t in guessed.tensors_of_kind(TensorKind.WEIGHT)} == {"W", "cos"}
+    assert "q" in {t.id for t in guessed.saved_tensors()}  # for cos's gradient
+    told = from_onnx(_rotary_like(), granularity="op", trainable=["W"])
+    assert {t.id for t in told.tensors_of_kind(TensorKind.WEIGHT)} == {"W"}
+    assert "q" not in {t.id for t in told.saved_tensors()}
+    proto = _rotary_like()
+    proto.metadata_props.add(key="monet_ilp.trainable", value='["W"]')
+    recorded = from_onnx(proto, granularity="op")
+    assert {t.id for t in recorded.tensors_of_kind(TensorKind.WEIGHT)} == {"W"}
+
+
+@pytest.mark.parametrize(("names", "message"), [(["W", "nope"], "not initializers"), (["W", "cos", 3], "list")])
+def test_bad_trainable_names_say_which(names, message):
+    with pytest.raises(InputFormatError) as err:
+        from_onnx(_rotary_like(), trainable=names)
+    assert message in str(err.value) and err.value.field == "trainable"
+
+
+def test_silu_rsqrt_and_no_op_casts_are_what_pytorch_saves():
+    """x * Sigmoid(x) is one SiLU saving x; Sqrt -> Reciprocal one rsqrt saving its output;
+    a Cast to the type a tensor has is a view (torch's .to(dtype) returns the tensor)."""
+    n = helper.make_node
+    to_float = onnx.TensorProto.FLOAT
+    nodes = [n("MatMul", ["x", "W"], ["h"], name="fc"),
+             n("Sigmoid", ["h"], ["s"], name="act/sigmoid"), n("Mul", ["h", "s"], ["a"], name="act/mul"),
+             n("Cast", ["a"], ["ac"], name="cast", to=to_float),
+             n("Mul", ["ac", "ac"], ["sq"], name="square"),
+             n("Sqrt", ["sq"], ["r"], name="norm/sqrt"), n("Reciprocal", ["r"], ["inv"], name="norm/recip"),
+             n("Mul", ["ac", "inv"], ["y"], name="scale")]
+    g = from_onnx(ob.model(nodes, [("x", [2, 8])], [("y", [2, 8])], [ob.weight("W", (8, 8))]), granularity="op")
+    types = [op.op_type for op in _forward(g)]
+    assert types == ["MatMul", "Silu", "Mul", "Rsqrt", "Mul"]
+    saved = {t.id for t in g.saved_tensors()}
+    assert "h" in saved and "s" not in saved and "r" not in saved and "inv" in saved
+    assert "ac" not in {t.id for t in g.tensors}  # the Cast made no tensor
+
+
+def test_split_to_sequence_and_sequence_at_are_views():
+    """torch's dynamo exporter without its optimiser writes tensor.split as
+    SplitToSequence + SequenceAt: both alias their input, like Split."""
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "W"], ["qk"], name="proj"),
+             ob.const("four", [4, 4], np.int64), ob.const("zero", 0, np.int64), ob.const("one", 1, np.int64),
+             n("SplitToSequence", ["qk", "four"], ["seq"], name="split", axis=1),
+             n("SequenceAt", ["seq", "zero"], ["q"], name="at0"),
+             n("SequenceAt", ["seq", "one"], ["k"], name="at1"),
+             n("Mul", ["q", "k"], ["y"], name="mul")]
+    g = from_onnx(ob.model(nodes, [("x", [2, 8])], [("y", [2, 4])], [ob.weight("W", (8, 8))]), granularity="op")
+    assert [op.op_type for op in _forward(g)] == ["MatMul", "Mul"]
+    mul = _forward(g)[1]
+    assert mul.inputs == ("qk",) or set(mul.inputs) == {"qk"}
