@@ -77,13 +77,17 @@ def graph_build(model: str, params: tuple[str, ...], optimizer: str, granularity
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape of an input (repeatable).")
 @click.option("--loss", type=click.Choice(["cross_entropy", "mse"]), default="cross_entropy", show_default=True)
+@click.option("--source-key", help="Node-link: the key of a link's source (detected by default).")
+@click.option("--target-key", help="Node-link: the key of a link's target (detected by default).")
+@click.option("--id-key", default="id", show_default=True,
+              help="Node-link: the key of a node's id (nodes without it are numbered by position).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the graph JSON here.")
 def graph_import(path: str, optimizer: str, granularity: str, dtype: str | None, allow_unknown: bool,
                  output_name: str | None, batch: int | None, input_shapes: tuple[str, ...], loss: str,
-                 out: str | None) -> None:
+                 source_key: str | None, target_key: str | None, id_key: str, out: str | None) -> None:
     """Import an ONNX model (.onnx) or a Checkmate/Moccasin node-link graph (.json)."""
     if Path(path).suffix.lower() == ".json":
-        g = load_graph("node_link", path)
+        g = load_graph("node_link", path, source_key=source_key, target_key=target_key, id_key=id_key)
     else:
         shapes = {}
         for item in input_shapes:

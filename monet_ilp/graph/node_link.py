@@ -191,7 +191,8 @@ def node_op(
 
 # ------------------------------------------------------------------------ import
 def from_node_link(
-    data_or_path: str | os.PathLike[str] | Mapping[str, Any], *, name: str | None = None
+    data_or_path: str | os.PathLike[str] | Mapping[str, Any], *, name: str | None = None,
+    source_key: str | None = None, target_key: str | None = None, id_key: str = "id",
 ) -> TrainingGraph:
     """Build a TrainingGraph from a node-link JSON graph (Checkmate or Moccasin form).
 
@@ -202,6 +203,13 @@ def from_node_link(
     name
         Graph name; defaults to ``data["graph"]["name"]``, then the file stem, then
         ``"node_link"``.
+    source_key, target_key
+        The keys of a link's ends (``node_link_data``'s ``source=``/``target=``).  By
+        default ``"source"``/``"target"``, else detected: the two keys (in the file's
+        order) whose values name nodes in every link.
+    id_key
+        The key of a node's id (``node_link_data``'s ``name=``); a node without it is
+        numbered by its position.
 
     Returns
     -------
@@ -230,14 +238,15 @@ def from_node_link(
             fix="pass a file path or the dict json.load returned",
         )
     try:
-        return _parse(data, name, default_name)
+        return _parse(data, name, default_name, (source_key, target_key), id_key)
     except MonetError as err:
         if file:
             err.with_file(file)
         raise
 
 
-def _parse(data: Any, name: str | None, default_name: str) -> TrainingGraph:
+def _parse(data: Any, name: str | None, default_name: str,
+           ends: tuple[str | None, str | None] = (None, None), id_key: str = "id") -> TrainingGraph:
     if not isinstance(data, Mapping):
         raise InputFormatError(
             f"the top level is a JSON {type(data).__name__}, not an object",
@@ -251,8 +260,8 @@ def _parse(data: Any, name: str | None, default_name: str) -> TrainingGraph:
             fix="export a networkx DiGraph or MultiDiGraph",
         )
     graph_attrs: Mapping[str, Any] = data["graph"] if isinstance(data.get("graph"), Mapping) else {}
-    nodes = _parse_nodes(data)
-    preds = _parse_edges(data, nodes)
+    nodes = _parse_nodes(data, id_key)
+    preds = _parse_edges(data, nodes, ends)
 
     order_field, order = _find_order(data, graph_attrs)
     if order is not None:
@@ -290,7 +299,7 @@ def _parse(data: Any, name: str | None, default_name: str) -> TrainingGraph:
     return TrainingGraph.build(graph_name, graph.ops, ordered_tensors, meta)
 
 
-def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+def _parse_nodes(data: Mapping[str, Any], id_key: str = "id") -> dict[str, dict[str, Any]]:
     """Map op id -> keyword arguments of :func:`node_op` (minus ``inputs``)."""
     if "nodes" not in data:
         raise InputFormatError(
@@ -318,18 +327,18 @@ def _parse_nodes(data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
                 fix='give each node as {"id": ..., "cost_cpu": ..., "cost_ram": ...}',
             )
         # Without an "id", networkx's node_link_graph numbers the node by its position.
-        raw_id = raw.get("id", i)
-        op_id = _node_id(raw_id, f"nodes[{i}].id")
+        raw_id = raw.get(id_key, i)
+        op_id = _node_id(raw_id, f"nodes[{i}].{id_key}")
         if op_id in nodes:
             raise InputFormatError(
                 f"node ids {raw_id_of[op_id]!r} and {raw_id!r} both give op id {op_id!r}"
                 + (" (a node without an id is numbered by its position)"
-                   if "id" not in raw or op_id in by_position else ""),
-                field=f"nodes[{i}].id",
+                   if id_key not in raw or op_id in by_position else ""),
+                field=f"nodes[{i}].{id_key}",
                 fix="give every node a unique id, or none at all (they are then numbered by position)",
             )
         raw_id_of[op_id] = raw_id
-        if "id" not in raw:
+        if id_key not in raw:
             by_position.add(op_id)
         where = f"nodes.{op_id}"
         kind, backward = _kind_and_backward(raw, op_id, where)
@@ -512,7 +521,31 @@ def _optional_str(raw: Mapping[str, Any], key: str, where: str) -> str | None:
     return value
 
 
-def _parse_edges(data: Mapping[str, Any], nodes: Mapping[str, Any]) -> dict[str, list[str]]:
+def _edge_keys(raw_edges: list[Any], nodes: Mapping[str, Any], key: str,
+               ends: tuple[str | None, str | None]) -> tuple[str, str] | None:
+    """The keys of the links' ends: given, the default or ``"0"``/``"1"``, or detected
+    as the only two keys whose values name nodes in every link (``None``: none found)."""
+    if ends[0] is not None or ends[1] is not None:
+        if ends[0] is None or ends[1] is None:
+            raise InputFormatError("give both the source and the target key of the links", field=key,
+                                   fix="pass --source-key and --target-key together")
+        return ends[0], ends[1]
+    links = [raw for raw in raw_edges if isinstance(raw, Mapping)]
+    if not links:
+        return EDGE_KEYS[0]
+    for pair in EDGE_KEYS:
+        if any(pair[0] in raw and pair[1] in raw for raw in links):
+            return pair
+
+    def names_node(value: Any) -> bool:
+        return (isinstance(value, (int, str)) and not isinstance(value, bool)) and str(value) in nodes
+
+    candidates = [k for k in links[0] if all(k in raw and names_node(raw[k]) for raw in links)]
+    return (candidates[0], candidates[1]) if len(candidates) == 2 else None
+
+
+def _parse_edges(data: Mapping[str, Any], nodes: Mapping[str, Any],
+                 ends: tuple[str | None, str | None] = (None, None)) -> dict[str, list[str]]:
     """Map op id -> predecessor op ids, in file order, parallel edges collapsed."""
     key = "links" if "links" in data else "edges" if "edges" in data else None
     if key is None:
@@ -530,17 +563,18 @@ def _parse_edges(data: Mapping[str, Any], nodes: Mapping[str, Any]) -> dict[str,
             fix='list one {"source": u, "target": v} object per edge',
         )
     preds: dict[str, dict[str, None]] = {op_id: {} for op_id in nodes}
+    keys = _edge_keys(raw_edges, nodes, key, ends)
     for i, raw in enumerate(raw_edges):
         where = f"{key}[{i}]"
-        keys = next((k for k in EDGE_KEYS if isinstance(raw, Mapping) and k[0] in raw and k[1] in raw),
-                    None)
-        if keys is None:
+        if keys is None or not isinstance(raw, Mapping) or keys[0] not in raw or keys[1] not in raw:
+            wanted = "a source and a target" if keys is None else f"the keys {keys[0]!r} and {keys[1]!r}"
             raise InputFormatError(
-                f"edge {i} is not an object with a source and a target",
+                f"edge {i} is not an object with {wanted}",
                 field=where,
-                fix='give each edge as {"source": u, "target": v} (or {"0": u, "1": v})',
+                fix='give each edge as {"source": u, "target": v} (or {"0": u, "1": v}), or name the '
+                    "keys of the ends (--source-key / --target-key)",
             )
-        ends = []
+        found: list[str] = []
         for end, name in zip(keys, ("source", "target"), strict=True):
             op_id = _node_id(raw[end], f"{where}.{end}")
             if op_id not in nodes:
@@ -549,8 +583,8 @@ def _parse_edges(data: Mapping[str, Any], nodes: Mapping[str, Any]) -> dict[str,
                     field=f"{where}.{end}",
                     fix="declare the node or remove the edge",
                 )
-            ends.append(op_id)
-        source, target = ends
+            found.append(op_id)
+        source, target = found
         if source == target:
             raise GraphError(
                 f"edge {i} is a self loop on node {raw[keys[0]]!r}",

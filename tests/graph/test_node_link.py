@@ -562,3 +562,40 @@ def test_an_edge_with_neither_key_pair_names_both_spellings(tmp_path):
     data = literature_random_dag(4, 1)
     data["links"].append({"from": 0, "to": 1})
     assert_error(tmp_path, data, InputFormatError, f"links[{len(data['links']) - 1}]", '"0"')
+
+
+@pytest.mark.parametrize("keys", [
+    {"source": "from", "target": "to"},
+    {"source": "u", "target": "v", "name": "node"},
+    {"name": "key_of_node"},
+])
+def test_files_written_with_any_node_link_data_keys_round_trip(tmp_path, keys):
+    """Issue: a graph written by networkx.node_link_data with any of its key arguments
+    round-trips: link keys are detected (the two keys naming nodes), the id key is given."""
+    dag = nx.DiGraph([(0, 1), (0, 2), (1, 3), (2, 3)])
+    for v in dag:
+        dag.nodes[v].update(duration=v + 1, out_cost=4 * (v + 1))
+    data = nx.node_link_data(dag, **{"edges": "links", **keys})
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    graph = from_node_link(path, id_key=keys.get("name", "id"))
+    edges = {(graph.tensor(t).producer, op.id) for op in graph.ops for t in op.inputs}
+    assert edges == {(str(u), str(v)) for u, v in dag.edges}
+    back = nx.node_link_graph(to_node_link(graph), edges="links")
+    assert {(str(u), str(v)) for u, v in back.edges} == edges
+
+
+def test_link_keys_on_the_command_line(tmp_path):
+    """--source-key/--target-key name the ends when detection cannot (three keys of every
+    link name nodes); without them the error (exit 2, no traceback) says so."""
+    from tests.cli.test_cli import assert_user_error, run
+
+    data = literature_random_dag(5, 3)
+    for link in data["links"]:
+        link["from"], link["to"] = link.pop("0"), link.pop("1")
+        link["via"] = link["from"]  # a third key naming a node: detection is ambiguous
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(data))
+    assert_user_error(run("graph", "import", str(path)), "links[0]", "--source-key")
+    given = run("graph", "import", str(path), "--source-key", "from", "--target-key", "to")
+    assert given.returncode == 0, given.stderr
