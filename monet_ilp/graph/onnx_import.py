@@ -40,7 +40,7 @@ _ONNX_DTYPES: dict[int, DType] = {
 #: Ops that only reinterpret memory: their outputs alias their first input.
 VIEW_OPS = frozenset(
     {"Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Split", "Slice",
-     "SplitToSequence", "SequenceAt"}
+     "SplitToSequence", "SequenceAt", "Expand"}
 )
 
 #: Shape arithmetic: folded away when every input is a constant.
@@ -791,6 +791,79 @@ def _rule_dropout(c: _RuleContext) -> FwdNode:
                    needs={x: {mask}}, grad_flops={x: numel})
 
 
+def _rule_no_grad(c: _RuleContext) -> FwdNode:
+    """Comparisons and logic (Equal, Less, Greater, Not, And, Or, ...): a boolean result,
+    through which no gradient flows; they save nothing."""
+    tensors = list(dict.fromkeys(c.tensors))
+    if not tensors:
+        raise GraphError(f"node {c.node.name!r} has only constant inputs", field=f"node {c.node.name}",
+                         fix="fold the constant expression")
+    numel = c.out_numel()
+    return FwdNode(c.node.name, c.node.op_type, tensors, [c.out], flops=numel, dims={"N": numel})
+
+
+def _rule_where(c: _RuleContext) -> FwdNode:
+    """Where(cond, a, b): each branch's gradient is the output gradient masked by cond."""
+    cond, a, b = c.input(0), c.input(1), c.input(2)
+    branches = [t for t in dict.fromkeys((a, b)) if t]
+    if not branches:
+        return _rule_no_grad(c)
+    numel = c.out_numel()
+    saved = {cond} if cond else set()
+    inputs = list(dict.fromkeys([*branches, *([cond] if cond else [])]))
+    return FwdNode(c.node.name, "Where", inputs, [c.out], flops=numel, dims={"N": numel},
+                   needs={t: set(saved) for t in branches}, grad_flops={t: numel for t in branches})
+
+
+def _rule_minmax(c: _RuleContext) -> FwdNode:
+    """Max / Min of tensors: the gradient goes where each input won, so every input is
+    saved (torch's maximum/minimum save self and other)."""
+    tensors = list(dict.fromkeys(c.tensors))
+    numel = c.out_numel()
+    return FwdNode(c.node.name, c.node.op_type, tensors, [c.out], flops=numel * max(1, len(c.all_inputs) - 1),
+                   dims={"N": numel}, needs={t: set(tensors) for t in tensors},
+                   grad_flops={t: numel for t in tensors})
+
+
+def _rule_reduce_max(c: _RuleContext) -> FwdNode:
+    """ReduceMax / ReduceMin (amax/amin): the gradient reads the input and the result."""
+    x = c.require(0, "input")
+    numel_in = math.prod(c.in_shape(0))
+    return FwdNode(c.node.name, c.node.op_type, [x], [c.out], flops=numel_in, dims={"N": numel_in},
+                   needs={x: {x, c.out}}, grad_flops={x: numel_in})
+
+
+def _rule_index_read(c: _RuleContext) -> FwdNode:
+    """GatherElements(data, indices): the gradient scatters by index, reading the indices."""
+    data, indices = c.require(0, "data"), c.input(1)
+    numel = c.out_numel()
+    inputs = [data] + ([indices] if indices else [])
+    return FwdNode(c.node.name, c.node.op_type, inputs, [c.out], dims={"N": numel},
+                   needs={data: {indices} if indices else set()}, grad_flops={data: numel})
+
+
+def _rule_scatter(c: _RuleContext) -> FwdNode:
+    """ScatterND / ScatterElements(data, indices, updates): data's gradient is the output
+    gradient with the scattered places zeroed, the updates' is gathered there: both read
+    the indices only."""
+    data, indices, updates = c.input(0), c.input(1), c.input(2)
+    numel = c.out_numel()
+    diff = [t for t in dict.fromkeys((data, updates)) if t]
+    inputs = list(dict.fromkeys([*diff, *([indices] if indices else [])]))
+    saved = {indices} if indices else set()
+    return FwdNode(c.node.name, c.node.op_type, inputs, [c.out], dims={"N": numel},
+                   needs={t: set(saved) for t in diff}, grad_flops={t: numel for t in diff})
+
+
+def _rule_reshape_data(c: _RuleContext) -> FwdNode:
+    """Pad, Resize, Trilu, Tile and the like: the gradient depends on shapes only
+    (slice, sum-pool, mask), never on the values: nothing saved."""
+    x = c.require(0, "input")
+    numel = max(c.out_numel(), math.prod(c.in_shape(0)))
+    return FwdNode(c.node.name, c.node.op_type, [x], [c.out], flops=numel, dims={"N": numel},
+                   needs={x: set()}, grad_flops={x: numel})
+
+
 def _rule_clip(c: _RuleContext) -> FwdNode:
     return _unary("in", 2, 1)(c)
 
@@ -842,6 +915,33 @@ OP_RULES: dict[str, Callable[[_RuleContext], FwdNode]] = {
     "ReduceSum": _rule_reduce,
     "Concat": _rule_concat,
     "Gather": _rule_gather,
+    "Where": _rule_where,
+    "Equal": _rule_no_grad,
+    "Less": _rule_no_grad,
+    "LessOrEqual": _rule_no_grad,
+    "Greater": _rule_no_grad,
+    "GreaterOrEqual": _rule_no_grad,
+    "Not": _rule_no_grad,
+    "And": _rule_no_grad,
+    "Or": _rule_no_grad,
+    "IsNaN": _rule_no_grad,
+    "Max": _rule_minmax,
+    "Min": _rule_minmax,
+    "ReduceMax": _rule_reduce_max,
+    "ReduceMin": _rule_reduce_max,
+    "GatherElements": _rule_index_read,
+    "ScatterND": _rule_scatter,
+    "ScatterElements": _rule_scatter,
+    "Pad": _rule_reshape_data,
+    "Resize": _rule_reshape_data,
+    "Trilu": _rule_reshape_data,
+    "Tile": _rule_reshape_data,
+    "HardSwish": _unary("in", 4, 3),
+    "HardSigmoid": _unary("in", 3, 2),
+    "Softplus": _unary("in", 4, 4),
+    "Mish": _unary("in", 8, 10),
+    "Abs": _unary("in", 1, 1),
+    "Log": _unary("in", 4, 1),
 }
 
 #: Every ONNX op type the importer understands (rules, views, constants, shape ops).

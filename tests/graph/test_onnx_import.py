@@ -444,3 +444,59 @@ def test_split_to_sequence_and_sequence_at_are_views():
     assert [op.op_type for op in _forward(g)] == ["MatMul", "Mul"]
     mul = _forward(g)[1]
     assert mul.inputs == ("qk",) or set(mul.inputs) == {"qk"}
+
+
+def _between_matmuls(op_nodes, out="y", out_shape=(2, 8), extra_inits=()):
+    """x -> MatMul(W) -> h (and h2 = x W2) -> op_nodes -> ``out`` -> MatMul(V) -> logits."""
+    n = helper.make_node
+    second = any("h2" in node.input for node in op_nodes)
+    nodes = [n("MatMul", ["x", "W"], ["h"], name="fc"),
+             *([n("MatMul", ["x", "W2"], ["h2"], name="fc2")] if second else []),
+             *op_nodes, n("MatMul", [out, "V"], ["logits"], name="head")]
+    inits = [ob.weight("W", (8, 8)), *([ob.weight("W2", (8, 8))] if second else []),
+             ob.weight("V", (out_shape[-1], 4)), *extra_inits]
+    return ob.model(nodes, [("x", [2, 8])], [("logits", [2, 4])], inits, opset=18)
+
+
+_N = helper.make_node
+#: op -> (its nodes, the tensors its backward reads besides x and the head's input y)
+RULE_CASES = {
+    "HardSwish": ([_N("HardSwish", ["h"], ["y"], name="op")], {"h"}),
+    "HardSigmoid": ([_N("HardSigmoid", ["h"], ["y"], name="op")], {"h"}),
+    "Softplus": ([_N("Softplus", ["h"], ["y"], name="op")], {"h"}),
+    "Mish": ([_N("Mish", ["h"], ["y"], name="op")], {"h"}),
+    "Max": ([_N("Max", ["h", "h2"], ["y"], name="op")], {"h", "h2"}),
+    "Min": ([_N("Min", ["h", "h2"], ["y"], name="op")], {"h", "h2"}),
+    "Where": ([_N("Greater", ["h", "h2"], ["c"], name="cmp"), _N("Where", ["c", "h", "h2"], ["y"], name="op")],
+              {"c"}),
+    "Pad": ([ob.const("pads", [0, 0, 0, 0], np.int64), _N("Pad", ["h", "pads"], ["y"], name="op")], set()),
+    "Trilu": ([_N("Trilu", ["h"], ["y"], name="op")], set()),
+    "GatherElements": ([ob.const("idx", np.zeros((2, 8)), np.int64),
+                        _N("GatherElements", ["h", "idx"], ["y"], name="op", axis=1)], set()),
+    "ScatterND": ([ob.const("where", [[0]], np.int64),
+                   _N("Slice", ["h2", "s0", "s1"], ["row"], name="row"),
+                   _N("Reshape", ["row", "shape8"], ["upd"], name="upd"),
+                   ob.const("s0", [0], np.int64), ob.const("s1", [1], np.int64), ob.const("shape8", [1, 8], np.int64),
+                   _N("ScatterND", ["h", "where", "upd"], ["y"], name="op")], set()),
+}
+
+
+@pytest.mark.parametrize("op", sorted(RULE_CASES))
+def test_autodiff_rules_save_what_pytorch_saves(op):
+    """TG.T1's rows for the ops transformers, vision and recommender exports use."""
+    nodes, expected = RULE_CASES[op]
+    g = from_onnx(_between_matmuls(nodes), granularity="op")
+    assert any(o.op_type == op for o in _forward(g))
+    saved = {t.id for t in g.saved_tensors()} - {"x", "y", "labels", "loss.log_probs"}
+    assert saved == expected
+
+
+def test_reduce_max_saves_its_input_and_result_and_expand_is_a_view():
+    n = helper.make_node
+    nodes = [ob.const("axes", [1], np.int64), n("ReduceMax", ["h", "axes"], ["m"], name="op", keepdims=1),
+             ob.const("shape", [2, 8], np.int64), n("Expand", ["m", "shape"], ["y"], name="expand")]
+    g = from_onnx(_between_matmuls(nodes), granularity="op")
+    assert [o.op_type for o in _forward(g)] == ["MatMul", "MatMul", "ReduceMax", "MatMul"] or \
+        [o.op_type for o in _forward(g)] == ["MatMul", "ReduceMax", "MatMul"]
+    saved = {t.id for t in g.saved_tensors()}
+    assert {"h", "m"} <= saved and "y" not in {t.id for t in g.tensors}  # Expand made no tensor
