@@ -16,6 +16,7 @@ from monet_ilp.errors import MonetError
 from monet_ilp.graph import summarize, zoo
 from monet_ilp.graph.load import load_graph
 from monet_ilp.graph.node_link import save_node_link
+from monet_ilp.graph.onnx_import import RE_EXPORT
 from monet_ilp.units import human_bytes, human_count
 
 if TYPE_CHECKING:
@@ -102,6 +103,9 @@ def graph_import(path: str, optimizer: str, granularity: str, dtype: str | None,
                            allow_unknown=allow_unknown, output=output_name, input_shapes=shapes, batch=batch)
         for entry in g.meta.get("unknown_ops", []):
             err_console.print(f"note: treated unknown op {entry} as elementwise (saves its inputs)")
+        if g.meta.get("inference_export"):
+            err_console.print(f"warning: {path} looks exported for inference ("
+                              + "; ".join(g.meta["inference_export"]) + f"); {RE_EXPORT}")
     _save_graph(g, out)
     print_summary(g)
 

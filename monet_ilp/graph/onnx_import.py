@@ -316,6 +316,9 @@ class _Importer:
         }
         if self.unknown_ops:
             meta["unknown_ops"] = self.unknown_ops
+        inference = _inference_export(nodes, self.constants, self._dropout_trains)
+        if inference:
+            meta["inference_export"] = inference
         return derive_training_graph(
             self.name,
             fwd_nodes,
@@ -1202,6 +1205,37 @@ _NOT_FOLDED = frozenset({"Dropout", "RandomNormal", "RandomNormalLike", "RandomU
 FOLD_LIMIT = 1 << 20
 #: Rounds of folding and shape inference (each folds what the previous one made static).
 FOLD_ROUNDS = 8
+
+
+#: Normalisation ops an inference export folds away (BatchNorm into the convolution).
+_NORMS = frozenset({"BatchNormalization", "InstanceNormalization", "GroupNormalization", "LayerNormalization"})
+#: How to export for training, in the words of the warning.
+RE_EXPORT = ("re-export in training mode: torch.onnx.export(..., training=torch.onnx.TrainingMode.TRAINING), "
+             "or monet_ilp.graph.torch_export.export_for_training")
+
+
+def _inference_export(nodes: list[_Node], constants: Mapping[str, Any],
+                      trains: Callable[[_Node], bool]) -> list[str]:
+    """Why the model looks exported for inference (pipeline step 6), or nothing.
+
+    * Dropout nodes that do not train (``training_mode`` false or absent);
+    * every convolution has a bias, there is no normalisation at all, and activations
+      are added (residual blocks): a ResNet/MobileNet/EfficientNet family network with
+      BatchNorm folded into its convolutions, whose saved activations then vanish.
+      A plain VGG (biases, no normalisation, no residual adds) is not flagged.
+    """
+    reasons = []
+    dropouts = [n for n in nodes if n.op_type == "Dropout"]
+    if dropouts and not any(trains(n) for n in dropouts):
+        reasons.append(f"its {len(dropouts)} Dropout node(s) are in inference mode")
+    convs = [n for n in nodes if n.op_type == "Conv"]
+    biased = [n for n in convs if len(n.inputs) > 2 and n.inputs[2]]
+    residual = any(n.op_type == "Add" and len(n.inputs) == 2 and all(i and i not in constants for i in n.inputs)
+                   for n in nodes)
+    if len(convs) >= 2 and len(biased) == len(convs) and residual and not any(n.op_type in _NORMS for n in nodes):
+        reasons.append(f"all {len(convs)} convolutions have a bias and there is no normalisation in a "
+                       "network with residual adds (BatchNorm folded into the convolutions?)")
+    return reasons
 
 
 def _fold_constants(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -210,7 +210,9 @@ class _Onnx:
         return self.node("LayerNormalization", [x, scale, bias], name, axis=-1, epsilon=1e-5)
 
     def dropout(self, x: str, name: str, ratio: str) -> str:
-        return self.node("Dropout", [x, ratio], name)
+        """Dropout in training mode: the training step drops, and saves its one-byte mask."""
+        training = self.const(f"{name}.training_mode", True, np.bool_)
+        return self.node("Dropout", [x, ratio, training], name)
 
 
 # =================================================================== validation

@@ -196,3 +196,12 @@ def test_p3_solve_and_pareto_from_the_command_line(tmp_path):
     assert data["points"] and (tmp_path / "front.png").stat().st_size > 1000
     bad = run("pareto", str(inst), "--points", "1")
     assert_user_error(bad, "points")
+
+
+def test_graph_import_warns_about_an_inference_export_and_says_how_to_re_export(tmp_path):
+    path = tmp_path / "folded.onnx"
+    onnx.save(ob.folded_residual_block(), str(path))
+    result = run("graph", "import", str(path))
+    assert result.returncode == 0, result.stderr
+    assert "looks exported for inference" in result.stderr and "TrainingMode.TRAINING" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -198,3 +198,21 @@ def dropout_mlp(batch=4, d=8, training=True, opset=17) -> onnx.ModelProto:
              n("MatMul", ["r", "w1"], ["y"], name="fc1")]
     return model(nodes, [("x", [batch, d])], [("y", [batch, 4])], [weight("w0", (d, d)), weight("w1", (d, 4))],
                  opset=opset)
+
+
+def folded_residual_block(batch=2, c=4, hw=8) -> onnx.ModelProto:
+    """residual_block as an inference export writes it: BatchNorm folded into biased convs."""
+    n = helper.make_node
+    nodes = [
+        n("Conv", ["x", "w0", "cb0"], ["c0"], name="stem", pads=[1, 1, 1, 1]),
+        n("Relu", ["c0"], ["r0"], name="stem_relu"),
+        n("Conv", ["r0", "w1", "cb1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        n("Add", ["c1", "r0"], ["s1"], name="add"),
+        n("Relu", ["s1"], ["r1"], name="relu1"),
+        n("GlobalAveragePool", ["r1"], ["p"], name="pool"),
+        n("Flatten", ["p"], ["f"], name="flatten"),
+        n("Gemm", ["f", "wf", "bf"], ["y"], name="fc", transB=1),
+    ]
+    inits = [weight("w0", (c, 3, 3, 3)), weight("cb0", (c,)), weight("w1", (c, c, 3, 3)), weight("cb1", (c,)),
+             weight("wf", (10, c)), weight("bf", (10,))]
+    return model(nodes, [("x", [batch, 3, hw, hw])], [("y", [batch, 10])], inits)

@@ -500,3 +500,14 @@ def test_reduce_max_saves_its_input_and_result_and_expand_is_a_view():
         [o.op_type for o in _forward(g)] == ["MatMul", "ReduceMax", "MatMul"]
     saved = {t.id for t in g.saved_tensors()}
     assert {"h", "m"} <= saved and "y" not in {t.id for t in g.tensors}  # Expand made no tensor
+
+
+def test_an_inference_export_is_recognised_and_a_training_one_is_not():
+    """Issue: eval-mode exports (BatchNorm folded into the convolutions, Dropout off)
+    imported silently with 34-52 % fewer saved bytes."""
+    folded = from_onnx(ob.folded_residual_block())
+    assert any("BatchNorm folded" in reason for reason in folded.meta["inference_export"])
+    assert "inference_export" not in from_onnx(ob.residual_block()).meta
+    assert "inference_export" not in from_onnx(ob.dropout_mlp(training=True)).meta
+    assert any("inference mode" in reason for reason in from_onnx(ob.dropout_mlp(training=False)).meta[
+        "inference_export"])
