@@ -262,6 +262,7 @@ class _Importer:
         self.initializers = {t.name: t for t in self.proto.graph.initializer}
         self.trainable = _trainable_names(self.proto)
         model = _fold_constants(self._with_static_inputs(_without_weight_data(self.proto)))
+        model = _shape_unknown_ops_elementwise(model, SHAPE_PRESERVING)
         if self.allow_unknown:
             model = _shape_unknown_ops_elementwise(model)
         graph = model.graph
@@ -633,6 +634,64 @@ def _rule_conv(c: _RuleContext) -> FwdNode:
                    dims=dims, needs=needs, grad_macs=grad_macs, grad_flops=grad_flops)
 
 
+def _rule_conv_transpose(c: _RuleContext) -> FwdNode:
+    """ConvTranspose: every input element meets ``C_out/G · kernel`` weights; the gradients
+    read what a convolution's do (dX the weight, dW the input)."""
+    x, w, b = c.require(0, "input"), c.require(1, "weight"), c.input(2)
+    ws, ys = c.in_shape(1), c.shape(c.out)
+    macs = math.prod(c.in_shape(0)) * ws[1] * math.prod(ws[2:])
+    inputs = [x, w] + ([b] if b else [])
+    needs: dict[str, set[str]] = {x: {w}, w: {x}}
+    grad_flops = {}
+    if b:
+        needs[b] = set()
+        grad_flops[b] = math.prod(ys)
+    return FwdNode(c.node.name, "ConvTranspose", inputs, [c.out], macs=macs,
+                   flops=2 * macs + (math.prod(ys) if b else 0),
+                   dims={"B": ys[0], "K": ys[1], "C": ws[0], "G": int(c.attr("group", 1))},
+                   needs=needs, grad_macs={x: macs, w: macs}, grad_flops=grad_flops)
+
+
+def _rule_einsum(c: _RuleContext) -> FwdNode:
+    """Einsum: ``numel(Y)`` times the sizes of the summed letters MACs; each operand's
+    gradient is an einsum of the output gradient with the other operands, so it reads them."""
+    equation = c.attr("equation", b"")
+    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    lhs, _, rhs = equation.replace(" ", "").partition("->")
+    terms = lhs.split(",")
+    sizes: dict[str, int] = {}
+    for k, term in enumerate(terms):
+        shape = c.in_shape(k)
+        head, _, tail = term.partition("...") if "..." in term else (term, "", "")
+        for letter, size in zip(head, shape, strict=False):
+            sizes[letter] = int(size)
+        for letter, size in zip(tail, shape[len(shape) - len(tail):] if tail else (), strict=False):
+            sizes[letter] = int(size)
+    summed = set(lhs.replace(",", "").replace(".", "")) - set(rhs.replace(".", ""))
+    macs = c.out_numel() * math.prod(sizes.get(letter, 1) for letter in summed)
+    tensors = [t for t in c.all_inputs if c.is_tensor(t)]
+    needs: dict[str, set[str]] = {t: set() for t in tensors}
+    for k, t in enumerate(tensors):  # an operand given twice (a square) reads itself
+        needs[t].update(tensors[:k] + tensors[k + 1:])
+    return FwdNode(c.node.name, "Einsum", list(dict.fromkeys(tensors)), [c.out], macs=macs, flops=2 * macs,
+                   dims={"N": c.out_numel()}, needs=needs,
+                   grad_macs={t: macs for t in needs} if len(tensors) > 1 else {},
+                   grad_flops={t: c.out_numel() for t in needs} if len(tensors) == 1 else {})
+
+
+def _rule_lrn(c: _RuleContext) -> FwdNode:
+    """LRN as PyTorch's composite ``local_response_norm`` saves it: the input, the pooled
+    squares raised to beta (``base``) and the denominator, each the input's size."""
+    x = c.require(0, "input")
+    xs = c.in_shape(0)
+    numel = math.prod(xs)
+    size = int(c.attr("size", 5))
+    base = c.extra("base", xs, c.float_dtype())
+    denom = c.extra("denominator", xs, c.float_dtype())
+    return FwdNode(c.node.name, "LRN", [x], [c.out, base, denom], flops=(size + 4) * numel, dims={"N": numel},
+                   needs={x: {x, base, denom}}, grad_flops={x: (size + 6) * numel})
+
+
 def _axis_names(y: str, x: str, prefix: str, n: int) -> tuple[str, ...]:
     """Names of ``n`` spatial axes: the last ``n`` of ``(y, x)``, or ``prefix0, prefix1, ...``."""
     return (y, x)[2 - n:] if n <= 2 else tuple(f"{prefix}{i}" for i in range(n))
@@ -716,7 +775,8 @@ def _rule_binary(c: _RuleContext) -> FwdNode:
 
 
 def _rule_norm(c: _RuleContext) -> FwdNode:
-    """BatchNorm / LayerNorm (training mode): save the input and the statistics."""
+    """Batch, Layer, Instance and Group normalisation (training mode): save the input and
+    the statistics (two per normalised group)."""
     x = c.require(0, "input")
     scale, bias = c.input(1), c.input(2)
     xs = c.in_shape(0)
@@ -724,6 +784,12 @@ def _rule_norm(c: _RuleContext) -> FwdNode:
     if c.node.op_type == "BatchNormalization":
         groups = xs[1] if len(xs) > 1 else 1
         stats = c.extra("stats", (2, groups), DType.FP32)  # save_mean, save_invstd
+    elif c.node.op_type == "InstanceNormalization":
+        groups = xs[0] * (xs[1] if len(xs) > 1 else 1)
+        stats = c.extra("stats", (2, groups), DType.FP32)  # mean, invstd per sample and channel
+    elif c.node.op_type == "GroupNormalization":
+        groups = xs[0] * int(c.attr("num_groups", 1))
+        stats = c.extra("stats", (2, groups), DType.FP32)  # mean, rstd per sample and group
     else:
         axis = int(c.attr("axis", -1)) % len(xs)
         groups = math.prod(xs[:axis]) if axis else 1
@@ -910,6 +976,11 @@ OP_RULES: dict[str, Callable[[_RuleContext], FwdNode]] = {
     "Mul": _rule_binary,
     "Div": _rule_binary,
     "BatchNormalization": _rule_norm,
+    "InstanceNormalization": _rule_norm,
+    "GroupNormalization": _rule_norm,
+    "ConvTranspose": _rule_conv_transpose,
+    "Einsum": _rule_einsum,
+    "LRN": _rule_lrn,
     "LayerNormalization": _rule_norm,
     "MaxPool": _rule_maxpool,
     "AveragePool": _rule_avgpool,
@@ -1314,15 +1385,24 @@ def _folded(node: onnx.NodeProto, known: Mapping[str, np.ndarray], shapes: Mappi
         return None
 
 
-def _shape_unknown_ops_elementwise(model: onnx.ModelProto) -> onnx.ModelProto:
-    """Give outputs of ops without a rule their first input's shape, and infer onwards."""
+#: Ops whose result has their first input's shape, for when ONNX's inference leaves it
+#: open (GroupNormalization is a function op it does not expand).
+SHAPE_PRESERVING = frozenset({"GroupNormalization", "InstanceNormalization", "LRN", "Mish", "HardSwish",
+                              "Softplus", "HardSigmoid"})
+
+
+def _shape_unknown_ops_elementwise(model: onnx.ModelProto,
+                                   ops: frozenset[str] | None = None) -> onnx.ModelProto:
+    """Give outputs of ops without a rule (or of ``ops``) their first input's shape, and
+    infer onwards."""
     for _ in range(len(model.graph.node)):
         typed = {vi.name: vi.type for vi in list(model.graph.input) + list(model.graph.value_info)
                  + list(model.graph.output) if vi.type.tensor_type.HasField("shape")}
         typed.update({t.name: None for t in model.graph.initializer})
         pending = [
             n for n in model.graph.node
-            if n.op_type not in SUPPORTED_OPS and n.input and n.input[0] in typed
+            if (n.op_type in ops if ops is not None else n.op_type not in SUPPORTED_OPS)
+            and n.input and n.input[0] in typed
             and typed[n.input[0]] is not None and any(o not in typed for o in n.output)
         ]
         if not pending:

@@ -511,3 +511,62 @@ def test_an_inference_export_is_recognised_and_a_training_one_is_not():
     assert "inference_export" not in from_onnx(ob.dropout_mlp(training=True)).meta
     assert any("inference mode" in reason for reason in from_onnx(ob.dropout_mlp(training=False)).meta[
         "inference_export"])
+
+
+def _image_op(nodes, inits, out_shape, opset=18):
+    """x (2, 4, 6, 6) -> nodes -> ``y`` -> GlobalAveragePool -> Flatten -> Gemm (10 classes)."""
+    n = helper.make_node
+    channels = out_shape[1]
+    tail = [n("GlobalAveragePool", ["y"], ["p"], name="pool"), n("Flatten", ["p"], ["f"], name="flatten"),
+            n("Gemm", ["f", "wf"], ["logits"], name="fc", transB=1)]
+    return ob.model([*nodes, *tail], [("x", [2, 4, 6, 6])], [("logits", [2, 10])],
+                    [*inits, ob.weight("wf", (10, channels))], opset=opset)
+
+
+def test_conv_transpose_counts_macs_per_input_element_and_saves_like_a_conv():
+    n = helper.make_node
+    model = _image_op([n("ConvTranspose", ["x", "w"], ["y"], name="up", strides=[2, 2])],
+                      [ob.weight("w", (4, 3, 2, 2))], (2, 3, 12, 12))
+    g = from_onnx(model, granularity="op")
+    up = next(op for op in _forward(g) if op.op_type == "ConvTranspose")
+    assert up.macs == 2 * 4 * 6 * 6 * 3 * 2 * 2  # numel(x) * C_out * kernel
+    assert "x" in {t.id for t in g.saved_tensors()}
+
+
+@pytest.mark.parametrize(("op", "attrs", "groups"), [("InstanceNormalization", {}, 2 * 4),
+                                                     ("GroupNormalization", {"num_groups": 2}, 2 * 2)])
+def test_instance_and_group_norm_save_input_and_two_statistics_per_group(op, attrs, groups):
+    n = helper.make_node
+    size = 2 if op == "GroupNormalization" else 4  # opset 18's GroupNorm: scale and bias per group
+    model = _image_op([n(op, ["x", "s", "b"], ["y"], name="norm", **attrs)],
+                      [ob.weight("s", (size,)), ob.weight("b", (size,))], (2, 4, 6, 6))
+    g = from_onnx(model, granularity="op")
+    stats = g.tensor("norm.stats")
+    assert stats.shape == (2, groups) and {"x", "norm.stats"} <= {t.id for t in g.saved_tensors()}
+
+
+def test_lrn_saves_what_pytorchs_composite_saves():
+    n = helper.make_node
+    model = _image_op([n("Conv", ["x", "wc"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+                       n("LRN", ["c"], ["y"], name="lrn", size=3)], [ob.weight("wc", (4, 4, 3, 3))], (2, 4, 6, 6))
+    g = from_onnx(model, granularity="op")
+    saved = {t.id for t in g.saved_tensors()}
+    assert {"c", "lrn.base", "lrn.denominator"} <= saved
+    assert g.tensor("lrn.base").bytes == g.tensor("c").bytes
+
+
+@pytest.mark.parametrize(("equation", "macs"), [("bij,bjk->bik", 2 * 8 * 8 * 8), ("...ij,...jk->...ik", 2 * 8 * 8 * 8)])
+def test_einsum_is_a_contraction(equation, macs):
+    n = helper.make_node
+    nodes = [n("MatMul", ["x", "W"], ["h"], name="fc"), n("MatMul", ["x", "W2"], ["h2"], name="fc2"),
+             ob.const("shape", [2, 8, 1], np.int64), n("Reshape", ["h", "shape"], ["a"], name="ra"),
+             ob.const("shape2", [2, 1, 8], np.int64), n("Reshape", ["h2", "shape2"], ["b"], name="rb"),
+             n("Einsum", ["a", "b"], ["e"], name="outer", equation=equation),
+             n("Einsum", ["e", "e"], ["y"], name="op", equation=equation),
+             ob.const("flat", [2, 64], np.int64), n("Reshape", ["y", "flat"], ["yf"], name="rf"),
+             n("MatMul", ["yf", "V"], ["logits"], name="head")]
+    inits = [ob.weight("W", (8, 8)), ob.weight("W2", (8, 8)), ob.weight("V", (64, 4))]
+    g = from_onnx(ob.model(nodes, [("x", [2, 8])], [("logits", [2, 4])], inits, opset=18), granularity="op")
+    square = next(op for op in _forward(g) if op.op_type == "Einsum" and "op" in op.members)
+    assert square.macs == macs
+    assert "e" in {t.id for t in g.saved_tensors()}
