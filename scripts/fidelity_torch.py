@@ -585,7 +585,7 @@ THIRD_PARTY_SAVED_TOL = 0.05
 HF_BATCH, HF_SEQ, HF_VOCAB = 2, 16, 256
 
 
-class _LogitsOf(nn.Module):
+class LogitsOf(nn.Module):
     """A transformers model called on token ids, returning the logits alone."""
 
     def __init__(self, model: nn.Module, decoder: bool) -> None:
@@ -621,7 +621,7 @@ def make_third_party_case(name: str, seed: int = 0) -> TorchCase:
     gen = torch.Generator().manual_seed(seed + 1)
     ids = torch.randint(0, HF_VOCAB, (HF_BATCH, HF_SEQ), generator=gen)
     labels = torch.randint(0, HF_VOCAB, (HF_BATCH, HF_SEQ), generator=gen)
-    return TorchCase(name, _LogitsOf(model, decoder=name != "bert-hf").float().train(), ids, labels)
+    return TorchCase(name, LogitsOf(model, decoder=name != "bert-hf").float().train(), ids, labels)
 
 
 def compare_exported(name: str, exporter: str, folder: Path) -> dict[str, Any]:

@@ -30,11 +30,14 @@ if TYPE_CHECKING:
 __all__ = [
     "GPT2_PRESETS",
     "IMPORT_OPTIONS",
+    "LLAMA_PRESETS",
     "MODELS",
     "OPSET",
     "build",
     "gpt2",
     "gpt2_onnx",
+    "llama",
+    "llama_onnx",
     "mlp",
     "mlp_onnx",
     "mobilenet_v2",
@@ -88,6 +91,8 @@ class _Onnx:
         self._zeros: dict[int, bytes] = {}  # one zero buffer per byte size, shared
         self._nodes: set[str] = set()
         self._tensors: set[str] = set()
+        #: Write no weight data (see :meth:`param`).
+        self.shapes_only = False
 
     # ------------------------------------------------------------- tensors
     def _new_tensor(self, name: str) -> str:
@@ -106,9 +111,26 @@ class _Onnx:
         self.graph.output.append(helper.make_tensor_value_info(name, elem, list(shape)))
 
     def param(self, name: str, shape: Sequence[int], fill: str = "weight") -> str:
-        """A float32 initializer: ``fill`` is ``"weight"``, ``"zeros"`` or ``"ones"``."""
+        """A float32 initializer: ``fill`` is ``"weight"``, ``"zeros"`` or ``"ones"``.
+
+        With :attr:`shapes_only` (set for models too large to hold their weights in
+        memory) the initializer has its dims and type and points at an external data
+        file that is never written: the training graph needs only shapes, and the
+        importer never reads a weight's data.
+        """
         shape = [int(d) for d in shape]
         n = math.prod(shape)
+        if self.shapes_only:
+            t = self.graph.initializer.add()
+            t.name = self._new_tensor(name)
+            t.data_type = _FLOAT
+            t.dims.extend(shape)
+            t.data_location = TensorProto.EXTERNAL
+            for key, value in (("location", f"{self.graph.name}.weights-not-written"), ("offset", "0"),
+                               ("length", str(4 * n))):
+                entry = t.external_data.add()
+                entry.key, entry.value = key, value
+            return name
         if fill == "ones":
             data = np.ones(n, dtype="<f4").tobytes()
         elif fill == "weight" and self._rng is not None:
@@ -711,6 +733,134 @@ def gpt2_onnx(
     return b.model
 
 
+#: Llama-style presets: ``"tiny"`` for tests, ``"1b"`` with TinyLlama-1.1B's shape (22
+#: layers, 2048 wide, 32 heads, 5632 MLP, 32000 words) but full multi-head attention, so
+#: 1.26 B parameters, at 2048 tokens.
+LLAMA_PRESETS: Mapping[str, Mapping[str, int]] = {
+    "tiny": {"n_layer": 2, "d_model": 128, "n_head": 4, "d_ff": 344, "seq": 64, "vocab": 512, "batch": 4},
+    "1b": {"n_layer": 22, "d_model": 2048, "n_head": 32, "d_ff": 5632, "seq": 2048, "vocab": 32000, "batch": 1},
+}
+#: Above this many parameters the zoo writes shapes only (:meth:`_Onnx.param`).
+SHAPES_ONLY_PARAMS = 100_000_000
+
+
+def llama_onnx(
+    n_layer: int | None = None,
+    d_model: int | None = None,
+    n_head: int | None = None,
+    d_ff: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    *,
+    seed: int | None = None,
+) -> onnx.ModelProto:
+    """A Llama-style decoder as ONNX: RMSNorm, rotary embeddings, SiLU-gated MLP.
+
+    Written as the exporters write it (RMSNorm as ``Pow, ReduceMean, Add, Sqrt,
+    Reciprocal, Mul, Mul``; rotary ``q·cos + rotate_half(q)·sin`` with ``Slice, Neg,
+    Concat``; SiLU as ``x·Sigmoid(x)``), so it exercises the importer's fusions.
+    Multi-head attention (no grouped keys), untied LM head.
+
+    Parameters
+    ----------
+    n_layer, d_model, n_head, d_ff, seq, vocab, batch
+        Blocks, width, heads (dividing ``d_model`` into an even head size), MLP width,
+        tokens, vocabulary and batch; each left at ``None`` takes the preset's value.
+    preset
+        ``"tiny"`` (the default values) or ``"1b"`` (:data:`LLAMA_PRESETS`).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.  Models above
+        :data:`SHAPES_ONLY_PARAMS` parameters carry no weight data at all.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input_ids`` ``(batch, seq)`` int64, output ``logits`` ``(batch, seq,
+        vocab)``; nodes named like Hugging Face's modules (``layers.3.self_attn.q_proj``).
+    """
+    if preset is not None and preset not in LLAMA_PRESETS:
+        raise MonetError(f"unknown preset {preset!r}", field="llama.preset",
+                         fix=f"use one of: {', '.join(LLAMA_PRESETS)} (or none)")
+    given = {"n_layer": n_layer, "d_model": d_model, "n_head": n_head, "d_ff": d_ff, "seq": seq,
+             "vocab": vocab, "batch": batch}
+    cfg = dict(LLAMA_PRESETS[preset or "tiny"])
+    cfg.update({k: v for k, v in given.items() if v is not None})
+    L, d, H, F, T, B = (_int(cfg[k], f"llama.{k}") for k in ("n_layer", "d_model", "n_head", "d_ff", "seq", "batch"))
+    V = _int(cfg["vocab"], "llama.vocab", minimum=2)
+    if d % H or (d // H) % 2:
+        raise MonetError(f"n_head={H} does not divide d_model={d} into an even head size", field="llama.n_head",
+                         fix="choose n_head so that d_model / n_head is even (rotary pairs)")
+    dh = d // H
+    b = _Onnx(f"llama_{preset}" if preset else "llama", _seed(seed, "llama.seed"))
+    b.shapes_only = 2 * V * d + L * (4 * d * d + 3 * d * F) > SHAPES_ONLY_PARAMS
+
+    ids = b.input("input_ids", (B, T), _INT64)
+    inv_freq = 1.0 / (10000.0 ** (np.arange(0, dh, 2, dtype=np.float64) / dh))
+    freqs = np.outer(np.arange(T), inv_freq)
+    angles = np.concatenate([freqs, freqs], axis=-1).reshape(1, 1, T, dh)
+    cos = b.const("rotary_cos", np.cos(angles))
+    sin = b.const("rotary_sin", np.sin(angles))
+    mask = b.const("attn_mask", np.triu(np.full((T, T), -1e4, dtype=np.float32), k=1).reshape(1, 1, T, T))
+    heads_shape = b.const("heads_shape", [B, T, H, dh], np.int64)
+    merge_shape = b.const("merge_shape", [B, T, d], np.int64)
+    scale = b.const("attn_scale", math.sqrt(dh))
+    two, eps = b.const("rms_two", 2.0), b.const("rms_eps", 1e-6)
+    last_axis = b.const("rms_axes", [-1], np.int64)
+    half_lo, half_hi, end = (b.const("rot_lo", [0], np.int64), b.const("rot_mid", [dh // 2], np.int64),
+                             b.const("rot_end", [dh], np.int64))
+    rot_axis = b.const("rot_axis", [-1], np.int64)
+
+    def rmsnorm(x: str, name: str) -> str:
+        sq = b.node("Pow", [x, two], f"{name}.pow")
+        var = b.node("ReduceMean", [sq, last_axis], f"{name}.mean", keepdims=1)
+        r = b.node("Sqrt", [b.node("Add", [var, eps], f"{name}.add_eps")], f"{name}.sqrt")
+        inv = b.node("Reciprocal", [r], f"{name}.rsqrt")
+        normed = b.node("Mul", [x, inv], f"{name}.normalize")
+        return b.node("Mul", [normed, b.param(f"{name}.weight", (d,), "ones")], name)
+
+    def rotary(x: str, name: str) -> str:
+        lo = b.node("Slice", [x, half_lo, half_hi, rot_axis], f"{name}.x1")
+        hi = b.node("Slice", [x, half_hi, end, rot_axis], f"{name}.x2")
+        rotated = b.node("Concat", [b.node("Neg", [hi], f"{name}.neg_x2"), lo], f"{name}.rotate_half", axis=-1)
+        return b.node("Add", [b.node("Mul", [x, cos], f"{name}.mul_cos"),
+                              b.node("Mul", [rotated, sin], f"{name}.mul_sin")], f"{name}.rotary")
+
+    def proj(x: str, name: str, cin: int, cout: int) -> str:
+        return b.node("MatMul", [x, b.param(f"{name}.weight", (cin, cout))], name)
+
+    h = b.node("Gather", [b.param("embed_tokens.weight", (V, d)), ids], "embed_tokens", axis=0)
+    for i in range(L):
+        p = f"layers.{i}"
+        a = rmsnorm(h, f"{p}.input_layernorm")
+        heads = {}
+        for name, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 1, 3]), ("v", [0, 2, 1, 3])):
+            t = proj(a, f"{p}.self_attn.{name}_proj", d, d)
+            t = b.node("Reshape", [t, heads_shape], f"{p}.self_attn.{name}_heads")
+            heads[name] = b.node("Transpose", [t], f"{p}.self_attn.{name}_transpose", perm=perm)
+        q = rotary(heads["q"], f"{p}.self_attn.q")
+        k = rotary(heads["k"], f"{p}.self_attn.k")
+        kt = b.node("Transpose", [k], f"{p}.self_attn.k_t", perm=[0, 1, 3, 2])
+        s = b.node("MatMul", [q, kt], f"{p}.self_attn.scores")
+        s = b.node("Add", [b.node("Div", [s, scale], f"{p}.self_attn.scale"), mask], f"{p}.self_attn.mask")
+        pr = b.node("Softmax", [s], f"{p}.self_attn.softmax", axis=-1)
+        o = b.node("MatMul", [pr, heads["v"]], f"{p}.self_attn.context")
+        o = b.node("Transpose", [o], f"{p}.self_attn.merge_transpose", perm=[0, 2, 1, 3])
+        o = b.node("Reshape", [o, merge_shape], f"{p}.self_attn.merge")
+        h = b.node("Add", [h, proj(o, f"{p}.self_attn.o_proj", d, d)], f"{p}.residual_1")
+        m = rmsnorm(h, f"{p}.post_attention_layernorm")
+        gate = proj(m, f"{p}.mlp.gate_proj", d, F)
+        act = b.node("Mul", [gate, b.node("Sigmoid", [gate], f"{p}.mlp.act.sigmoid")], f"{p}.mlp.act")
+        up = proj(m, f"{p}.mlp.up_proj", d, F)
+        down = proj(b.node("Mul", [act, up], f"{p}.mlp.gated"), f"{p}.mlp.down_proj", F, d)
+        h = b.node("Add", [h, down], f"{p}.residual_2")
+    h = rmsnorm(h, "norm")
+    b.node("MatMul", [h, b.param("lm_head.weight", (d, V))], "lm_head", "logits")
+    b.output("logits", (B, T, V))
+    return b.model
+
+
 # =============================================================== graph builders
 def _import_graph(
     model: onnx.ModelProto, where: str, import_options: dict[str, Any]
@@ -872,6 +1022,22 @@ def gpt2(
     return _import_graph(model, "gpt2", import_options)
 
 
+def llama(
+    n_layer: int | None = None,
+    d_model: int | None = None,
+    n_head: int | None = None,
+    d_ff: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    **import_options: Any,
+) -> TrainingGraph:
+    """The training graph of :func:`llama_onnx` (``import_options`` go to ``from_onnx``)."""
+    model = llama_onnx(n_layer, d_model, n_head, d_ff, seq, vocab, batch, preset)
+    return _import_graph(model, "llama", import_options)
+
+
 # ===================================================================== registry
 #: Zoo name -> (ONNX builder, graph builder, fixed arguments).
 _ENTRIES: dict[str, tuple[Callable[..., onnx.ModelProto], Callable[..., Any], dict[str, Any]]] = {
@@ -883,6 +1049,9 @@ _ENTRIES: dict[str, tuple[Callable[..., onnx.ModelProto], Callable[..., Any], di
     "gpt2": (gpt2_onnx, gpt2, {}),
     "gpt2_tiny": (gpt2_onnx, gpt2, {"preset": "tiny"}),
     "gpt2_small": (gpt2_onnx, gpt2, {"preset": "small"}),
+    "llama": (llama_onnx, llama, {}),
+    "llama_tiny": (llama_onnx, llama, {"preset": "tiny"}),
+    "llama_1b": (llama_onnx, llama, {"preset": "1b"}),
 }
 
 

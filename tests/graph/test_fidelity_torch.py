@@ -132,3 +132,26 @@ def test_transformers_models_through_torchs_exporters(tmp_path, name, exporter):
     print(f"\n{name} {exporter}: FLOPs {row['flops_dev_pct']:+.3f} %, saved {row['saved_dev_pct']:+.3f} %")
     assert row["our_flops"] == row["torch_flops"]
     assert abs(row["saved_dev_pct"]) <= 100 * script.THIRD_PARTY_SAVED_TOL
+
+
+def test_the_zoo_llama_matches_transformers_llama():
+    """zoo.llama (tiny preset) against transformers' LlamaForCausalLM of the same shape:
+    FLOPs exact, saved bytes within 5 %."""
+    hf = pytest.importorskip("transformers")
+    from monet_ilp.graph import zoo
+
+    script = _load_script()
+    cfg = zoo.LLAMA_PRESETS["tiny"]
+    torch.manual_seed(0)
+    model = hf.LlamaForCausalLM(hf.LlamaConfig(
+        num_hidden_layers=cfg["n_layer"], hidden_size=cfg["d_model"], num_attention_heads=cfg["n_head"],
+        num_key_value_heads=cfg["n_head"], intermediate_size=cfg["d_ff"], vocab_size=cfg["vocab"],
+        max_position_embeddings=cfg["seq"], bos_token_id=0, eos_token_id=0, rms_norm_eps=1e-6,
+        attn_implementation="eager"))
+    shape = (cfg["batch"], cfg["seq"])
+    case = script.TorchCase("llama_tiny", script.LogitsOf(model, decoder=True).train(),
+                            torch.randint(0, cfg["vocab"], shape), torch.randint(0, cfg["vocab"], shape))
+    ref = script.measure_torch_case(case)
+    ours = script.measure_graph(zoo.build("llama_tiny"))
+    assert ours.flops == ref.flops
+    assert abs(script.deviation(ours.saved_bytes, ref.saved_bytes)) <= script.THIRD_PARTY_SAVED_TOL

@@ -295,6 +295,9 @@ def test_registry_names():
         "gpt2",
         "gpt2_tiny",
         "gpt2_small",
+        "llama",
+        "llama_tiny",
+        "llama_1b",
     }
     assert all(callable(f) for f in zoo.MODELS.values())
 
@@ -489,3 +492,21 @@ def test_every_registered_model_builds(name, params):
     model = zoo.onnx_model(name, **params)
     assert g.has_loss
     assert sum(t.numel for t in g.tensors_of_kind(TensorKind.WEIGHT)) == _trainable(model)
+
+
+def test_llama_decoder_uses_the_fusions_and_the_1b_preset_is_shapes_only():
+    """The Llama-style zoo entry: RMSNorm's rsqrt and the SiLU gate are fused as the
+    importer fuses exported models; the 1B preset (1.26 B parameters) carries no weight
+    data and imports in about a second (scripts figure, not asserted)."""
+    from monet_ilp.graph import zoo as z
+
+    tiny = z.build("llama_tiny", granularity="op")
+    types = {op.op_type for op in tiny.ops}
+    assert {"Silu", "Rsqrt", "Softmax", "Concat", "Neg"} <= types
+    model = z.onnx_model("llama_1b")
+    assert all(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
+    graph = z.build("llama_1b")
+    params = sum(t.bytes for t in graph.tensors if t.kind is TensorKind.WEIGHT) // 4
+    assert 1_200_000_000 < params < 1_300_000_000
+    with pytest.raises(MonetError, match="even head size"):
+        z.llama_onnx(d_model=96, n_head=32)
