@@ -68,6 +68,7 @@ IMPORT_OPTIONS = ("optimizer", "granularity", "dtype", "loss", "allow_unknown")
 GPT2_PRESETS: Mapping[str, Mapping[str, int]] = {
     "tiny": {"n_layer": 2, "d_model": 128, "n_head": 4, "seq": 64, "vocab": 512, "batch": 4},
     "small": {"n_layer": 12, "d_model": 768, "n_head": 12, "seq": 1024, "vocab": 50257, "batch": 1},
+    "medium": {"n_layer": 24, "d_model": 1024, "n_head": 16, "seq": 1024, "vocab": 50257, "batch": 1},
 }
 
 _FLOAT = TensorProto.FLOAT
@@ -631,8 +632,10 @@ def gpt2_onnx(
         preset's value; without a preset the defaults are ``2, 128, 4, 64, 512, 4``
         (the ``"tiny"`` preset).
     preset
-        ``"tiny"`` or ``"small"`` (GPT-2 small: 12 layers, 768 wide, 12 heads, 1024
-        tokens, 50257 words, batch 1); explicit arguments override it.
+        ``"tiny"``, ``"small"`` (GPT-2 small: 12 layers, 768 wide, 12 heads, 1024
+        tokens, 50257 words, batch 1) or ``"medium"`` (24 layers, 1024 wide, 16 heads;
+        406 M parameters with the untied head, so written as shapes only); explicit
+        arguments override it.
     seed
         ``None`` for zero weights, else the seed of small random weights.
 
@@ -671,6 +674,7 @@ def gpt2_onnx(
         )
     dh = d // H
     b = _Onnx(f"gpt2_{preset}" if preset else "gpt2", _seed(seed, "gpt2.seed"))
+    b.shapes_only = V * d + T * d + L * 12 * d * d + d * V > SHAPES_ONLY_PARAMS
 
     ids = b.input("input_ids", (B, T), _INT64)
     pos_ids = b.const("pos_ids", np.arange(T), np.int64)
@@ -741,7 +745,7 @@ LLAMA_PRESETS: Mapping[str, Mapping[str, int]] = {
     "1b": {"n_layer": 22, "d_model": 2048, "n_head": 32, "d_ff": 5632, "seq": 2048, "vocab": 32000, "batch": 1},
 }
 #: Above this many parameters the zoo writes shapes only (:meth:`_Onnx.param`).
-SHAPES_ONLY_PARAMS = 100_000_000
+SHAPES_ONLY_PARAMS = 200_000_000
 
 
 def llama_onnx(
@@ -1049,6 +1053,7 @@ _ENTRIES: dict[str, tuple[Callable[..., onnx.ModelProto], Callable[..., Any], di
     "gpt2": (gpt2_onnx, gpt2, {}),
     "gpt2_tiny": (gpt2_onnx, gpt2, {"preset": "tiny"}),
     "gpt2_small": (gpt2_onnx, gpt2, {"preset": "small"}),
+    "gpt2_medium": (gpt2_onnx, gpt2, {"preset": "medium"}),
     "llama": (llama_onnx, llama, {}),
     "llama_tiny": (llama_onnx, llama, {"preset": "tiny"}),
     "llama_1b": (llama_onnx, llama, {"preset": "1b"}),

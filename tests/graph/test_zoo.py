@@ -295,6 +295,7 @@ def test_registry_names():
         "gpt2",
         "gpt2_tiny",
         "gpt2_small",
+        "gpt2_medium",
         "llama",
         "llama_tiny",
         "llama_1b",
