@@ -579,7 +579,53 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "gpt2-hf": ("dynamo",),
     "bert-hf": ("dynamo", "torchscript"),
     "llama-hf": ("dynamo",),
+    "vit": ("dynamo", "torchscript"),
 }
+#: The ViT: timm's ViT-Tiny layout (class token, learned position embedding, pre-norm
+#: blocks, fused qkv) at a small size.  timm itself needs torchvision, which the CPU
+#: build of torch here cannot load, so the module is written out below.
+VIT_CFG = {"image": 32, "patch": 8, "dim": 64, "depth": 2, "heads": 4, "classes": 10, "batch": 2}
+
+
+class ViTBlock(nn.Module):
+    def __init__(self, dim: int, heads: int) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1 = nn.LayerNorm(dim, eps=1e-6)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.fc1 = nn.Linear(dim, 4 * dim)
+        self.act = nn.GELU()
+        self.fc2 = nn.Linear(4 * dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, c = x.shape
+        qkv = self.qkv(self.norm1(x)).reshape(b, n, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)
+        att = (q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5).softmax(dim=-1)
+        x = x + self.proj((att @ v).transpose(1, 2).reshape(b, n, c))
+        return x + self.fc2(self.act(self.fc1(self.norm2(x))))
+
+
+class ViT(nn.Module):
+    """timm's VisionTransformer layout: patch conv, class token, position embedding."""
+
+    def __init__(self, image: int, patch: int, dim: int, depth: int, heads: int, classes: int) -> None:
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, patch, patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim))
+        self.pos_embed = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
+        self.blocks = nn.ModuleList(ViTBlock(dim, heads) for _ in range(depth))
+        self.norm = nn.LayerNorm(dim, eps=1e-6)
+        self.head = nn.Linear(dim, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.norm(x)[:, 0])
 #: Targets of the real-models issue: forward+backward FLOPs within 2 %, saved bytes within 5 %.
 THIRD_PARTY_SAVED_TOL = 0.05
 HF_BATCH, HF_SEQ, HF_VOCAB = 2, 16, 256
@@ -600,10 +646,18 @@ class LogitsOf(nn.Module):
 
 
 def make_third_party_case(name: str, seed: int = 0) -> TorchCase:
-    """A small ``transformers`` model (random weights, eager attention), in training mode."""
-    import transformers as hf
+    """A small ``transformers`` model (random weights, eager attention), or the ViT, in
+    training mode."""
 
     torch.manual_seed(seed)
+    if name == "vit":
+        c = VIT_CFG
+        vit = ViT(c["image"], c["patch"], c["dim"], c["depth"], c["heads"], c["classes"]).float().train()
+        gen = torch.Generator().manual_seed(seed + 1)
+        images = torch.randn(c["batch"], 3, c["image"], c["image"], generator=gen)
+        return TorchCase(name, vit, images, torch.randint(0, c["classes"], (c["batch"],), generator=gen))
+    import transformers as hf
+
     small = {"vocab_size": HF_VOCAB, "attn_implementation": "eager"}
     if name == "gpt2-hf":
         model: nn.Module = hf.GPT2LMHeadModel(hf.GPT2Config(n_layer=2, n_embd=64, n_head=4, n_positions=64,
