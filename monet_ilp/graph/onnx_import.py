@@ -287,7 +287,7 @@ class _Importer:
             if n.op_type == "Dropout" and self._dropout_trains(n):
                 fwd_nodes.append(self._lower(n, _rule_dropout))
                 continue
-            if n.op_type in VIEW_OPS or self._no_op_cast(n):
+            if n.op_type in VIEW_OPS or self._no_op_cast(n) or self._select(n):
                 src = self._canonical(n.inputs[0])
                 for out in n.outputs[:1] if n.op_type == "Dropout" else n.outputs:
                     if out:
@@ -484,6 +484,14 @@ class _Importer:
         return out
 
     # ---------------------------------------------------------------- lowering
+    def _select(self, n: _Node) -> bool:
+        """A Gather of an activation at one constant scalar index (``x[:, 0]``, a ViT's
+        class token): PyTorch's ``select``, a view that keeps its whole base alive."""
+        if n.op_type != "Gather" or len(n.inputs) < 2 or n.inputs[0] in self.params:
+            return False
+        index = self.constants.get(n.inputs[1])
+        return index is not None and np.ndim(index) == 0 and n.inputs[0] not in self.constants
+
     def _no_op_cast(self, n: _Node) -> bool:
         """A Cast (or CastLike) to the type its input has already: PyTorch's ``.to(dtype)``
         returns the same tensor, so it is a view, not a copy."""

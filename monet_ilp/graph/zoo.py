@@ -28,11 +28,15 @@ if TYPE_CHECKING:
     from monet_ilp.graph.ir import TrainingGraph
 
 __all__ = [
+    "BERT_PRESETS",
     "GPT2_PRESETS",
     "IMPORT_OPTIONS",
     "LLAMA_PRESETS",
     "MODELS",
     "OPSET",
+    "VIT_PRESETS",
+    "bert",
+    "bert_onnx",
     "build",
     "gpt2",
     "gpt2_onnx",
@@ -51,6 +55,8 @@ __all__ = [
     "split_params",
     "vgg16",
     "vgg16_onnx",
+    "vit",
+    "vit_onnx",
 ]
 
 #: ONNX opset of every zoo model (LayerNormalization exists, Gelu does not).
@@ -865,6 +871,212 @@ def llama_onnx(
     return b.model
 
 
+#: BERT-style encoder presets: ``"tiny"`` for tests, ``"base"`` (BERT-base: 12 layers,
+#: 768 wide, 12 heads, 3072 MLP, 512 tokens, 30522 words, batch 8).
+BERT_PRESETS: Mapping[str, Mapping[str, int]] = {
+    "tiny": {"n_layer": 2, "d_model": 128, "n_head": 4, "d_ff": 512, "seq": 64, "vocab": 512, "batch": 4},
+    "base": {"n_layer": 12, "d_model": 768, "n_head": 12, "d_ff": 3072, "seq": 512, "vocab": 30522, "batch": 8},
+}
+
+
+def bert_onnx(
+    n_layer: int | None = None,
+    d_model: int | None = None,
+    n_head: int | None = None,
+    d_ff: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    *,
+    seed: int | None = None,
+) -> onnx.ModelProto:
+    """A BERT-style encoder with its masked-LM head, as ONNX: post-norm blocks, Erf GELU,
+    dropout 0.1 in training mode after the embeddings, the attention probabilities and
+    each block's two outputs (as Hugging Face's ``BertForMaskedLM``).
+
+    Parameters
+    ----------
+    n_layer, d_model, n_head, d_ff, seq, vocab, batch
+        As in :func:`llama_onnx`; each left at ``None`` takes the preset's value.
+    preset
+        ``"tiny"`` (the default values) or ``"base"`` (:data:`BERT_PRESETS`).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``input_ids`` ``(batch, seq)`` int64, output ``logits`` ``(batch, seq, vocab)``.
+    """
+    if preset is not None and preset not in BERT_PRESETS:
+        raise MonetError(f"unknown preset {preset!r}", field="bert.preset",
+                         fix=f"use one of: {', '.join(BERT_PRESETS)} (or none)")
+    given = {"n_layer": n_layer, "d_model": d_model, "n_head": n_head, "d_ff": d_ff, "seq": seq,
+             "vocab": vocab, "batch": batch}
+    cfg = dict(BERT_PRESETS[preset or "tiny"])
+    cfg.update({k: v for k, v in given.items() if v is not None})
+    L, d, H, F, T, B = (_int(cfg[k], f"bert.{k}") for k in ("n_layer", "d_model", "n_head", "d_ff", "seq", "batch"))
+    V = _int(cfg["vocab"], "bert.vocab", minimum=2)
+    if d % H:
+        raise MonetError(f"n_head={H} does not divide d_model={d}", field="bert.n_head",
+                         fix="choose n_head dividing d_model")
+    dh = d // H
+    b = _Onnx(f"bert_{preset}" if preset else "bert", _seed(seed, "bert.seed"))
+    b.shapes_only = (V + T + 2) * d + L * (4 * d * d + 2 * d * F) + d * d + d * V > SHAPES_ONLY_PARAMS
+
+    ids = b.input("input_ids", (B, T), _INT64)
+    pos_ids = b.const("pos_ids", np.arange(T).reshape(1, T), np.int64)
+    type_ids = b.const("token_type_ids", np.zeros((B, T)), np.int64)
+    heads_shape = b.const("heads_shape", [B, T, H, dh], np.int64)
+    merge_shape = b.const("merge_shape", [B, T, d], np.int64)
+    scale = b.const("attn_scale", math.sqrt(dh))
+    ratio = b.const("dropout_ratio", 0.1)
+    sqrt2, one, half = b.const("gelu_sqrt2", math.sqrt(2.0)), b.const("gelu_one", 1.0), b.const("gelu_half", 0.5)
+
+    def gelu(x: str, name: str) -> str:
+        g = b.node("Erf", [b.node("Div", [x, sqrt2], f"{name}.div")], f"{name}.erf")
+        g = b.node("Mul", [x, b.node("Add", [g, one], f"{name}.add_one")], f"{name}.mul_x")
+        return b.node("Mul", [g, half], f"{name}.mul_half", name)
+
+    e = b.node("Add", [b.node("Gather", [b.param("embeddings.word_embeddings.weight", (V, d)), ids],
+                              "embeddings.word_embeddings", axis=0),
+                       b.node("Gather", [b.param("embeddings.position_embeddings.weight", (T, d)), pos_ids],
+                              "embeddings.position_embeddings", axis=0)], "embeddings.add_position")
+    e = b.node("Add", [e, b.node("Gather", [b.param("embeddings.token_type_embeddings.weight", (2, d)), type_ids],
+                                 "embeddings.token_type_embeddings", axis=0)], "embeddings.add_type")
+    h = b.dropout(b.layernorm(e, "embeddings.LayerNorm", d), "embeddings.dropout", ratio)
+    for i in range(L):
+        p = f"encoder.layer.{i}"
+        heads = {}
+        for name, perm in (("query", [0, 2, 1, 3]), ("key", [0, 2, 3, 1]), ("value", [0, 2, 1, 3])):
+            t = b.linear(h, f"{p}.attention.self.{name}", d, d, output=f"{p}.attention.self.{name}.out")
+            t = b.node("Reshape", [t, heads_shape], f"{p}.attention.self.{name}_heads")
+            heads[name] = b.node("Transpose", [t], f"{p}.attention.self.{name}_transpose", perm=perm)
+        s = b.node("MatMul", [heads["query"], heads["key"]], f"{p}.attention.self.scores")
+        pr = b.node("Softmax", [b.node("Div", [s, scale], f"{p}.attention.self.scale")],
+                    f"{p}.attention.self.softmax", axis=-1)
+        pr = b.dropout(pr, f"{p}.attention.self.dropout", ratio)
+        o = b.node("MatMul", [pr, heads["value"]], f"{p}.attention.self.context")
+        o = b.node("Transpose", [o], f"{p}.attention.self.merge_transpose", perm=[0, 2, 1, 3])
+        o = b.node("Reshape", [o, merge_shape], f"{p}.attention.self.merge")
+        o = b.linear(o, f"{p}.attention.output.dense", d, d, output=f"{p}.attention.output.dense.out")
+        o = b.dropout(o, f"{p}.attention.output.dropout", ratio)
+        h = b.layernorm(b.node("Add", [o, h], f"{p}.attention.output.residual"), f"{p}.attention.output.LayerNorm", d)
+        m = b.linear(h, f"{p}.intermediate.dense", d, F, output=f"{p}.intermediate.dense.out")
+        m = gelu(m, f"{p}.intermediate.gelu")
+        m = b.linear(m, f"{p}.output.dense", F, d, output=f"{p}.output.dense.out")
+        m = b.dropout(m, f"{p}.output.dropout", ratio)
+        h = b.layernorm(b.node("Add", [m, h], f"{p}.output.residual"), f"{p}.output.LayerNorm", d)
+    t = b.linear(h, "cls.predictions.transform.dense", d, d, output="cls.predictions.transform.dense.out")
+    t = b.layernorm(gelu(t, "cls.predictions.transform.gelu"), "cls.predictions.transform.LayerNorm", d)
+    b.linear(t, "cls.predictions.decoder", d, V, output="logits")
+    b.output("logits", (B, T, V))
+    return b.model
+
+
+#: ViT presets: ``"tiny"`` for tests (32x32 images, 8x8 patches), ``"ti16"`` (ViT-Ti/16)
+#: and ``"b16"`` (ViT-B/16) at 224x224, 1000 classes.
+VIT_PRESETS: Mapping[str, Mapping[str, int]] = {
+    "tiny": {"image": 32, "patch": 8, "dim": 64, "depth": 2, "heads": 4, "classes": 10, "batch": 2},
+    "ti16": {"image": 224, "patch": 16, "dim": 192, "depth": 12, "heads": 3, "classes": 1000, "batch": 8},
+    "b16": {"image": 224, "patch": 16, "dim": 768, "depth": 12, "heads": 12, "classes": 1000, "batch": 8},
+}
+
+
+def vit_onnx(
+    image: int | None = None,
+    patch: int | None = None,
+    dim: int | None = None,
+    depth: int | None = None,
+    heads: int | None = None,
+    classes: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    *,
+    seed: int | None = None,
+) -> onnx.ModelProto:
+    """A Vision Transformer in timm's layout, as ONNX: patch convolution, a class token
+    expanded over the batch and concatenated, a learned position embedding, pre-norm
+    blocks with a fused qkv, the head on the class token.
+
+    Parameters
+    ----------
+    image, patch, dim, depth, heads, classes, batch
+        Image side (a multiple of ``patch``), patch side, width, blocks, heads (dividing
+        ``dim``), classes and batch; each left at ``None`` takes the preset's value.
+    preset
+        ``"tiny"`` (the default values), ``"ti16"`` or ``"b16"`` (:data:`VIT_PRESETS`).
+    seed
+        ``None`` for zero weights, else the seed of small random weights.
+
+    Returns
+    -------
+    onnx.ModelProto
+        Input ``x`` ``(batch, 3, image, image)``, output ``logits`` ``(batch, classes)``.
+    """
+    if preset is not None and preset not in VIT_PRESETS:
+        raise MonetError(f"unknown preset {preset!r}", field="vit.preset",
+                         fix=f"use one of: {', '.join(VIT_PRESETS)} (or none)")
+    given = {"image": image, "patch": patch, "dim": dim, "depth": depth, "heads": heads, "classes": classes,
+             "batch": batch}
+    cfg = dict(VIT_PRESETS[preset or "tiny"])
+    cfg.update({k: v for k, v in given.items() if v is not None})
+    S, P, d, L, H, C, B = (_int(cfg[k], f"vit.{k}", minimum=2 if k == "classes" else 1)
+                           for k in ("image", "patch", "dim", "depth", "heads", "classes", "batch"))
+    if S % P or d % H:
+        raise MonetError(f"image={S} must be a multiple of patch={P}, and heads={H} must divide dim={d}",
+                         field="vit.patch", fix="choose a patch dividing the image and heads dividing dim")
+    N, dh = (S // P) ** 2 + 1, d // H
+    b = _Onnx(f"vit_{preset}" if preset else "vit", _seed(seed, "vit.seed"))
+    b.shapes_only = 3 * P * P * d + (N + 1) * d + L * 12 * d * d + d * C > SHAPES_ONLY_PARAMS
+
+    x = b.input("x", (B, 3, S, S))
+    tokens_shape = b.const("tokens_shape", [B, d, N - 1], np.int64)
+    cls_shape = b.const("cls_shape", [B, 1, d], np.int64)
+    qkv_shape = b.const("qkv_shape", [B, N, 3, H, dh], np.int64)
+    merge_shape = b.const("merge_shape", [B, N, d], np.int64)
+    scale = b.const("attn_scale", math.sqrt(dh))
+    cls_index = b.const("cls_index", 0, np.int64)
+    sqrt2, one, half = b.const("gelu_sqrt2", math.sqrt(2.0)), b.const("gelu_one", 1.0), b.const("gelu_half", 0.5)
+    split = b.const("qkv_split", [1, 1, 1], np.int64)
+
+    t = b.node("Conv", [x, b.param("patch_embed.proj.weight", (d, 3, P, P)), b.param("patch_embed.proj.bias", (d,),
+               "zeros")], "patch_embed.proj", strides=[P, P])
+    t = b.node("Transpose", [b.node("Reshape", [t, tokens_shape], "patch_embed.flatten")], "patch_embed.transpose",
+               perm=[0, 2, 1])
+    cls = b.node("Expand", [b.param("cls_token", (1, 1, d), "zeros"), cls_shape], "cls_token.expand")
+    h = b.node("Add", [b.node("Concat", [cls, t], "cat_cls", axis=1), b.param("pos_embed", (1, N, d))],
+               "pos_embed.add")
+    for i in range(L):
+        p = f"blocks.{i}"
+        a = b.layernorm(h, f"{p}.norm1", d)
+        qkv = b.linear(a, f"{p}.attn.qkv", d, 3 * d, output=f"{p}.attn.qkv.out")
+        qkv = b.node("Transpose", [b.node("Reshape", [qkv, qkv_shape], f"{p}.attn.qkv_heads")],
+                     f"{p}.attn.qkv_permute", perm=[2, 0, 3, 1, 4])
+        q, k, v = b.node_outputs("Split", [qkv, split], f"{p}.attn.unbind",
+                                 [f"{p}.attn.q5", f"{p}.attn.k5", f"{p}.attn.v5"], axis=0)
+        squeeze_axes = b.const(f"{p}.attn.squeeze_axes", [0], np.int64)
+        q, k, v = (b.node("Squeeze", [t5, squeeze_axes], f"{p}.attn.{n}") for t5, n in ((q, "q"), (k, "k"), (v, "v")))
+        kt = b.node("Transpose", [k], f"{p}.attn.k_t", perm=[0, 1, 3, 2])
+        pr = b.node("Softmax", [b.node("Div", [b.node("MatMul", [q, kt], f"{p}.attn.scores"), scale],
+                                       f"{p}.attn.scale")], f"{p}.attn.softmax", axis=-1)
+        o = b.node("Transpose", [b.node("MatMul", [pr, v], f"{p}.attn.context")], f"{p}.attn.merge_transpose",
+                   perm=[0, 2, 1, 3])
+        o = b.linear(b.node("Reshape", [o, merge_shape], f"{p}.attn.merge"), f"{p}.attn.proj", d, d,
+                     output=f"{p}.attn.proj.out")
+        h = b.node("Add", [h, o], f"{p}.residual_1")
+        m = b.linear(b.layernorm(h, f"{p}.norm2", d), f"{p}.mlp.fc1", d, 4 * d, output=f"{p}.mlp.fc1.out")
+        g = b.node("Erf", [b.node("Div", [m, sqrt2], f"{p}.mlp.gelu.div")], f"{p}.mlp.gelu.erf")
+        g = b.node("Mul", [b.node("Mul", [m, b.node("Add", [g, one], f"{p}.mlp.gelu.add_one")], f"{p}.mlp.gelu.mul_x"),
+                           half], f"{p}.mlp.gelu.mul_half")
+        h = b.node("Add", [h, b.linear(g, f"{p}.mlp.fc2", 4 * d, d, output=f"{p}.mlp.fc2.out")], f"{p}.residual_2")
+    h = b.node("Gather", [b.layernorm(h, "norm", d), cls_index], "cls_pool", axis=1)
+    b.linear(h, "head", d, C, output="logits")
+    b.output("logits", (B, C))
+    return b.model
+
+
 # =============================================================== graph builders
 def _import_graph(
     model: onnx.ModelProto, where: str, import_options: dict[str, Any]
@@ -1042,6 +1254,37 @@ def llama(
     return _import_graph(model, "llama", import_options)
 
 
+def bert(
+    n_layer: int | None = None,
+    d_model: int | None = None,
+    n_head: int | None = None,
+    d_ff: int | None = None,
+    seq: int | None = None,
+    vocab: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    **import_options: Any,
+) -> TrainingGraph:
+    """The training graph of :func:`bert_onnx` (``import_options`` go to ``from_onnx``)."""
+    return _import_graph(bert_onnx(n_layer, d_model, n_head, d_ff, seq, vocab, batch, preset), "bert",
+                         import_options)
+
+
+def vit(
+    image: int | None = None,
+    patch: int | None = None,
+    dim: int | None = None,
+    depth: int | None = None,
+    heads: int | None = None,
+    classes: int | None = None,
+    batch: int | None = None,
+    preset: str | None = None,
+    **import_options: Any,
+) -> TrainingGraph:
+    """The training graph of :func:`vit_onnx` (``import_options`` go to ``from_onnx``)."""
+    return _import_graph(vit_onnx(image, patch, dim, depth, heads, classes, batch, preset), "vit", import_options)
+
+
 # ===================================================================== registry
 #: Zoo name -> (ONNX builder, graph builder, fixed arguments).
 _ENTRIES: dict[str, tuple[Callable[..., onnx.ModelProto], Callable[..., Any], dict[str, Any]]] = {
@@ -1054,6 +1297,13 @@ _ENTRIES: dict[str, tuple[Callable[..., onnx.ModelProto], Callable[..., Any], di
     "gpt2_tiny": (gpt2_onnx, gpt2, {"preset": "tiny"}),
     "gpt2_small": (gpt2_onnx, gpt2, {"preset": "small"}),
     "gpt2_medium": (gpt2_onnx, gpt2, {"preset": "medium"}),
+    "bert": (bert_onnx, bert, {}),
+    "bert_tiny": (bert_onnx, bert, {"preset": "tiny"}),
+    "bert_base": (bert_onnx, bert, {"preset": "base"}),
+    "vit": (vit_onnx, vit, {}),
+    "vit_tiny": (vit_onnx, vit, {"preset": "tiny"}),
+    "vit_ti16": (vit_onnx, vit, {"preset": "ti16"}),
+    "vit_b16": (vit_onnx, vit, {"preset": "b16"}),
     "llama": (llama_onnx, llama, {}),
     "llama_tiny": (llama_onnx, llama, {"preset": "tiny"}),
     "llama_1b": (llama_onnx, llama, {"preset": "1b"}),

@@ -156,3 +156,32 @@ def test_the_zoo_llama_matches_transformers_llama():
     ours = script.measure_graph(zoo.build("llama_tiny"))
     assert ours.flops == ref.flops
     assert abs(script.deviation(ours.saved_bytes, ref.saved_bytes)) <= script.THIRD_PARTY_SAVED_TOL
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "vit_tiny"])
+def test_the_zoo_bert_and_vit_match_their_torch_twins(name):
+    """zoo.bert (tiny) against transformers' BertForMaskedLM and zoo.vit (tiny) against the
+    ViT in timm's layout of the fidelity script: FLOPs exact, saved bytes within 5 %."""
+    from monet_ilp.graph import zoo
+
+    script = _load_script()
+    torch.manual_seed(0)
+    if name == "vit_tiny":
+        cfg = zoo.VIT_PRESETS["tiny"]
+        assert cfg == script.VIT_CFG
+        case = script.make_third_party_case("vit")
+    else:
+        hf = pytest.importorskip("transformers")
+        cfg = zoo.BERT_PRESETS["tiny"]
+        model = hf.BertForMaskedLM(hf.BertConfig(
+            num_hidden_layers=cfg["n_layer"], hidden_size=cfg["d_model"], num_attention_heads=cfg["n_head"],
+            intermediate_size=cfg["d_ff"], vocab_size=cfg["vocab"], max_position_embeddings=cfg["seq"],
+            attn_implementation="eager"))
+        shape = (cfg["batch"], cfg["seq"])
+        case = script.TorchCase(name, script.LogitsOf(model, decoder=False).train(),
+                                torch.randint(0, cfg["vocab"], shape), torch.randint(0, cfg["vocab"], shape))
+    ref = script.measure_torch_case(case)
+    ours = script.measure_graph(zoo.build(name))
+    print(f"\n{name}: FLOPs {ours.flops} vs {ref.flops}, saved {script.deviation(ours.saved_bytes, ref.saved_bytes):+.3%}")
+    assert ours.flops == ref.flops
+    assert abs(script.deviation(ours.saved_bytes, ref.saved_bytes)) <= script.THIRD_PARTY_SAVED_TOL

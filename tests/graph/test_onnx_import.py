@@ -570,3 +570,16 @@ def test_einsum_is_a_contraction(equation, macs):
     square = next(op for op in _forward(g) if op.op_type == "Einsum" and "op" in op.members)
     assert square.macs == macs
     assert "e" in {t.id for t in g.saved_tensors()}
+
+
+def test_a_gather_at_a_scalar_index_is_a_select_view():
+    """x[:, 0] (a ViT's class token) is PyTorch's select: a view keeping its base alive;
+    a gather of several indices stays a copy."""
+    n = helper.make_node
+    nodes = [ob.const("zero", 0, np.int64), ob.const("shape", [2, 2, 4], np.int64),
+             n("Reshape", ["h", "shape"], ["h3"], name="r"),
+             n("Gather", ["h3", "zero"], ["y"], name="select", axis=1)]
+    g = from_onnx(_between_matmuls(nodes, out_shape=(2, 4)), granularity="op")
+    assert [op.op_type for op in _forward(g)] == ["MatMul", "MatMul"]
+    head = _forward(g)[-1]
+    assert "h" in head.inputs  # the head reads the whole base

@@ -296,6 +296,13 @@ def test_registry_names():
         "gpt2_tiny",
         "gpt2_small",
         "gpt2_medium",
+        "bert",
+        "bert_tiny",
+        "bert_base",
+        "vit",
+        "vit_tiny",
+        "vit_ti16",
+        "vit_b16",
         "llama",
         "llama_tiny",
         "llama_1b",
@@ -511,3 +518,16 @@ def test_llama_decoder_uses_the_fusions_and_the_1b_preset_is_shapes_only():
     assert 1_200_000_000 < params < 1_300_000_000
     with pytest.raises(MonetError, match="even head size"):
         z.llama_onnx(d_model=96, n_head=32)
+
+
+@pytest.mark.parametrize("name", ["bert_tiny", "bert_base", "vit_tiny", "vit_ti16", "vit_b16"])
+def test_bert_and_vit_build_and_import(name):
+    """The encoder and the vision transformer of the zoo, at test and at trained sizes."""
+    graph = zoo.build(name)
+    forward = [op for op in graph.ops if op.kind is OpKind.FORWARD]
+    assert forward and graph.meta.get("inference_export") is None
+    weights = sum(t.bytes for t in graph.tensors if t.kind is TensorKind.WEIGHT) // 4
+    expected = {"bert_base": (100e6, 140e6), "vit_b16": (80e6, 90e6), "vit_ti16": (5e6, 6e6)}
+    if name in expected:
+        lo, hi = expected[name]
+        assert lo < weights < hi
