@@ -78,6 +78,10 @@ def graph_build(model: str, params: tuple[str, ...], optimizer: str, granularity
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=1x3x224x224",
               help="Static shape of an input (repeatable).")
 @click.option("--loss", type=click.Choice(["cross_entropy", "mse"]), default="cross_entropy", show_default=True)
+@click.option("--trainable", "trainable", multiple=True, metavar="NAME",
+              help="ONNX: an initializer that is a trained weight (repeatable); the others are constants. "
+                   "Default: the model's monet_ilp.trainable metadata, else every float initializer "
+                   "with more than one element.")
 @click.option("--source-key", help="Node-link: the key of a link's source (detected by default).")
 @click.option("--target-key", help="Node-link: the key of a link's target (detected by default).")
 @click.option("--id-key", default="id", show_default=True,
@@ -85,7 +89,8 @@ def graph_build(model: str, params: tuple[str, ...], optimizer: str, granularity
 @click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the graph JSON here.")
 def graph_import(path: str, optimizer: str, granularity: str, dtype: str | None, allow_unknown: bool,
                  output_name: str | None, batch: int | None, input_shapes: tuple[str, ...], loss: str,
-                 source_key: str | None, target_key: str | None, id_key: str, out: str | None) -> None:
+                 trainable: tuple[str, ...], source_key: str | None, target_key: str | None, id_key: str,
+                 out: str | None) -> None:
     """Import an ONNX model (.onnx) or a Checkmate/Moccasin node-link graph (.json)."""
     if Path(path).suffix.lower() == ".json":
         g = load_graph("node_link", path, source_key=source_key, target_key=target_key, id_key=id_key)
@@ -100,7 +105,8 @@ def graph_import(path: str, optimizer: str, granularity: str, dtype: str | None,
                                  fix="write NAME=1x3x224x224") from None
         with working(f"importing {path}"):
             g = load_graph("onnx", path, optimizer=optimizer, granularity=granularity, dtype=dtype, loss=loss,
-                           allow_unknown=allow_unknown, output=output_name, input_shapes=shapes, batch=batch)
+                           allow_unknown=allow_unknown, output=output_name, input_shapes=shapes, batch=batch,
+                           trainable=list(trainable) if trainable else None)
         for entry in g.meta.get("unknown_ops", []):
             err_console.print(f"note: treated unknown op {entry} as elementwise (saves its inputs)")
         if g.meta.get("inference_export"):

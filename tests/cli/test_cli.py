@@ -205,3 +205,16 @@ def test_graph_import_warns_about_an_inference_export_and_says_how_to_re_export(
     assert result.returncode == 0, result.stderr
     assert "looks exported for inference" in result.stderr and "TrainingMode.TRAINING" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_graph_import_trainable_names_the_weights(tmp_path):
+    """--trainable: the named initializers are the weights, the rest constants; a name
+    that is not an initializer exits with 2 and names the field."""
+    model = ob.mlp()
+    path = tmp_path / "mlp.onnx"
+    onnx.save(model, str(path))
+    out = tmp_path / "g.json"
+    names = [f"--trainable={t.name}" for t in model.graph.initializer]
+    done = run("graph", "import", str(path), *names, "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    assert_user_error(run("graph", "import", str(path), "--trainable", "nope"), "trainable", "nope")
