@@ -35,7 +35,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from monet_ilp.graph import zoo
 
@@ -243,6 +243,39 @@ def _storage_key(t: torch.Tensor) -> tuple[int, int]:
     return (st.data_ptr(), st.nbytes())
 
 
+def _conv_backward_flop(grad_out_shape: Any, x_shape: Any, w_shape: Any, _bias: Any, _stride: Any,
+                        _padding: Any, _dilation: Any, transposed: bool, _output_padding: Any, _groups: int,
+                        output_mask: Any, out_shape: Any, **kwargs: Any) -> int:
+    """A convolution's backward FLOPs by definition, grouped ones included: the input and
+    the weight gradient each take the forward's MACs (``numel(Y) * C_in/G * kernel``, or
+    ``numel(X) * C_out/G * kernel`` when transposed).  torch's own formula leaves the
+    groups out of the weight gradient (see :func:`grouped_conv_reference`)."""
+    per = math.prod(w_shape[1:])  # C_in/G * kernel (C_out/G * kernel for a transposed one)
+    forward_macs = math.prod(x_shape if transposed else grad_out_shape) * per
+    return 2 * forward_macs * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
+
+
+def _cpu_sdpa_flop(query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> int:
+    return int(sdpa_flop_count(query, key, value))
+
+
+def _cpu_sdpa_backward_flop(grad_out: Any, query: Any, key: Any, value: Any, *args: Any, **kwargs: Any) -> int:
+    return int(sdpa_backward_flop_count(grad_out, query, key, value))
+
+
+def flop_counter() -> FlopCounterMode:
+    """torch's counter, with the convolution backward counted by definition and the CPU's
+    fused attention counted with torch's own attention formulas (the counter registers
+    them for the GPU kernels only, so a timm ViT's attention counted nothing)."""
+    mapping: dict[Any, Any] = {torch.ops.aten.convolution_backward: _conv_backward_flop}
+    forward = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu", None)
+    backward = getattr(torch.ops.aten, "_scaled_dot_product_flash_attention_for_cpu_backward", None)
+    if forward is not None and backward is not None:
+        mapping[forward] = _cpu_sdpa_flop
+        mapping[backward] = _cpu_sdpa_backward_flop
+    return FlopCounterMode(display=False, custom_mapping=mapping)
+
+
 def _fused_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False
                    ) -> torch.Tensor:
     """Dropout as accelerators run it: ``native_dropout``, which saves a one-byte mask.
@@ -310,9 +343,9 @@ def _measure_torch_case(case: TorchCase) -> TorchMeasure:
     # without it.  The counter is a dispatch mode, under which PyTorch decomposes some
     # ops (dropout becomes a multiply by a float mask, which autograd then saves in
     # place of native_dropout's one-byte mask), so the saved set must be seen outside it.
-    flop_counter = FlopCounterMode(display=False)
+    counter = flop_counter()
     rng = torch.get_rng_state()
-    with flop_counter:
+    with counter:
         case.loss(model(case.inputs)).backward()
     model.zero_grad(set_to_none=True)
     torch.set_rng_state(rng)
@@ -342,11 +375,11 @@ def _measure_torch_case(case: TorchCase) -> TorchMeasure:
             if fn not in rec.grad_fns:
                 rec.grad_fns.append(fn)
     flops_by_op: Counter[str] = Counter()
-    for op, n in flop_counter.get_flop_counts().get("Global", {}).items():
+    for op, n in counter.get_flop_counts().get("Global", {}).items():
         flops_by_op[str(op)] += int(n)
     return TorchMeasure(
         model=case.name,
-        flops=int(flop_counter.get_total_flops()),
+        flops=int(counter.get_total_flops()),
         flops_by_op=dict(flops_by_op),
         saved_bytes=sum(r.bytes for r in by_storage.values()),
         saved=list(by_storage.values()),
@@ -580,7 +613,20 @@ THIRD_PARTY: dict[str, tuple[str, ...]] = {
     "bert-hf": ("dynamo", "torchscript"),
     "llama-hf": ("dynamo",),
     "vit": ("dynamo", "torchscript"),
+    "resnet50-tv": ("dynamo", "torchscript"),
+    "mobilenet_v2-tv": ("dynamo", "torchscript"),
+    "mobilenet_v3-tv": ("dynamo", "torchscript"),
+    "efficientnet_b0-tv": ("dynamo", "torchscript"),
+    "convnext_t-tv": ("dynamo", "torchscript"),
 }
+#: timm models (random weights, 10 classes, 64x64 images), both exporters.
+TIMM_BUILDERS = {"vit_tiny-timm": "vit_tiny_patch16_224", "deit_tiny-timm": "deit_tiny_patch16_224"}
+THIRD_PARTY.update({name: ("dynamo", "torchscript") for name in TIMM_BUILDERS})
+#: torchvision models (random weights, 10 classes) at this image side and batch.
+TV_IMAGE, TV_BATCH = 64, 2
+TV_BUILDERS = {"resnet50-tv": "resnet50", "mobilenet_v2-tv": "mobilenet_v2",
+               "mobilenet_v3-tv": "mobilenet_v3_small", "efficientnet_b0-tv": "efficientnet_b0",
+               "convnext_t-tv": "convnext_tiny"}
 #: The ViT: timm's ViT-Tiny layout (class token, learned position embedding, pre-norm
 #: blocks, fused qkv) at a small size.  timm itself needs torchvision, which the CPU
 #: build of torch here cannot load, so the module is written out below.
@@ -650,6 +696,20 @@ def make_third_party_case(name: str, seed: int = 0) -> TorchCase:
     training mode."""
 
     torch.manual_seed(seed)
+    if name in TIMM_BUILDERS:
+        import timm
+
+        net = timm.create_model(TIMM_BUILDERS[name], pretrained=False, num_classes=10, img_size=TV_IMAGE)
+        gen = torch.Generator().manual_seed(seed + 1)
+        images = torch.randn(TV_BATCH, 3, TV_IMAGE, TV_IMAGE, generator=gen)
+        return TorchCase(name, net.float().train(), images, torch.randint(0, 10, (TV_BATCH,), generator=gen))
+    if name in TV_BUILDERS:
+        import torchvision
+
+        net = getattr(torchvision.models, TV_BUILDERS[name])(num_classes=10).float().train()
+        gen = torch.Generator().manual_seed(seed + 1)
+        images = torch.randn(TV_BATCH, 3, TV_IMAGE, TV_IMAGE, generator=gen)
+        return TorchCase(name, net, images, torch.randint(0, 10, (TV_BATCH,), generator=gen))
     if name == "vit":
         c = VIT_CFG
         vit = ViT(c["image"], c["patch"], c["dim"], c["depth"], c["heads"], c["classes"]).float().train()
@@ -731,13 +791,16 @@ def grouped_conv_reference(folder: Path, groups: int = 8) -> dict[str, int]:
     reference = 2 * (depthwise + pointwise + linear) + 2 * (depthwise + 2 * pointwise + 2 * linear)
     with FlopCounterMode(display=False) as forward:
         model(x)
-    with FlopCounterMode(display=False) as step:
+    with FlopCounterMode(display=False) as step:  # torch's own formula, as shipped
+        model(x).sum().backward()
+    model.zero_grad(set_to_none=True)
+    with flop_counter() as corrected:
         model(x).sum().backward()
     graph = from_onnx(export_for_training(model, (x,), folder / "grouped.onnx", exporter="torchscript"), loss="mse")
     return {"ours": 2 * sum(op.macs for op in graph.ops),
             "ours_forward": 2 * sum(op.macs for op in graph.ops if op.kind.value == "forward"),
             "reference": reference, "torch_forward": int(forward.get_total_flops()),
-            "torch": int(step.get_total_flops())}
+            "torch": int(step.get_total_flops()), "corrected": int(corrected.get_total_flops())}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -424,6 +424,9 @@ class _Importer:
         for n in nodes:
             if n.op_type == "Constant":
                 values[n.outputs[0]] = _constant_attr_value(n)
+            elif n.op_type == "CastLike" and n.inputs and n.inputs[0] in values:
+                # A constant cast to a tensor's type (dynamo writes scalars so) stays a constant.
+                values[n.outputs[0]] = values[n.inputs[0]]
             elif n.op_type in SHAPE_OPS or (
                 n.inputs and all(i == "" or i in values for i in n.inputs)
             ) or n.op_type in ("ConstantOfShape", "Range") and all(i in values for i in n.inputs if i):
@@ -941,6 +944,26 @@ def _rule_reshape_data(c: _RuleContext) -> FwdNode:
                    needs={x: set()}, grad_flops={x: numel})
 
 
+def _rule_attention(c: _RuleContext) -> FwdNode:
+    """A fused scaled-dot-product attention (``_match_sdpa``): q ``(…, N, d)``, kᵀ
+    ``(…, d, M)``, v ``(…, M, e)``.  Forward ``QKᵀ`` and ``PV``; the backward recomputes
+    the scores and takes dP, dV, dQ and dK (torch's ``sdpa_backward_flop_count``), and
+    every gradient reads q, k, v, the output and the log-sum-exp of each row."""
+    q, kt, v = c.require(0, "query"), c.require(1, "key"), c.require(2, "value")
+    qs, ks, vs = c.in_shape(0), c.in_shape(1), c.in_shape(2)
+    rows = math.prod(qs[:-1])
+    scores_macs = rows * ks[-1] * qs[-1]
+    context_macs = rows * vs[-2] * vs[-1]
+    lse = c.extra("logsumexp", tuple(qs[:-1]), DType.FP32)
+    saved = {q, kt, v, c.out, lse}
+    return FwdNode(c.node.name, "Attention", list(dict.fromkeys([q, kt, v])), [c.out, lse],
+                   macs=scores_macs + context_macs, flops=2 * (scores_macs + context_macs) + 5 * rows * ks[-1],
+                   dims={"N": rows, "M": ks[-1], "D": qs[-1]},
+                   needs={q: set(saved), kt: set(saved), v: set(saved)},
+                   grad_macs={q: 2 * scores_macs, kt: scores_macs, v: 2 * context_macs}
+                   if len({q, kt, v}) == 3 else {q: 3 * scores_macs + 2 * context_macs})
+
+
 def _rule_clip(c: _RuleContext) -> FwdNode:
     return _unary("in", 2, 1)(c)
 
@@ -973,11 +996,13 @@ OP_RULES: dict[str, Callable[[_RuleContext], FwdNode]] = {
     "Exp": _unary("out", 4, 1),
     "Sqrt": _unary("out", 4, 2),
     "Rsqrt": _unary("out", 4, 3),  # a fused Sqrt -> Reciprocal
+    "Attention": _rule_attention,  # a fused scaled_dot_product_attention
     "Silu": _unary("in", 5, 6),  # a fused x * Sigmoid(x)
     "Pow": _unary("in", 2, 3),
     "Neg": _unary("none", 1, 1),
     "Reciprocal": _unary("out", 1, 2),
     "Cast": _unary("none", 1, 1),
+    "CastLike": _unary("none", 1, 1),  # the type of its second input; the gradient casts back
     "Softmax": _unary("out", 5, 4),
     "Add": _rule_binary,
     "Sub": _rule_binary,
@@ -1039,7 +1064,7 @@ _Constants = Mapping[str, np.ndarray | None]
 
 def _fuse_patterns(nodes: list[_Node], constants: _Constants) -> list[_Node]:
     """Replace the Erf-GELU, LayerNorm, SiLU and rsqrt decompositions by single nodes."""
-    for matcher in (_match_gelu, _match_layernorm, _match_silu, _match_rsqrt):
+    for matcher in (_match_gelu, _match_layernorm, _match_silu, _match_rsqrt, _match_sdpa):
         while True:
             producer = {o: n for n in nodes for o in n.outputs}
             readers: dict[str, list[_Node]] = {}
@@ -1134,6 +1159,39 @@ def _match_silu(sig: _Node, producer: _Producers, readers: _Readers, constants: 
         return None
     members = [sig, mul]
     return _Node(_pattern_name(members, "silu"), "Silu", [x], [mul.outputs[0]], {},
+                 tuple(m.name for m in members)), members
+
+
+def _match_sdpa(softmax: _Node, producer: _Producers, readers: _Readers, constants: _Constants
+                ) -> tuple[_Node, list[_Node]] | None:
+    """torch's ``scaled_dot_product_attention`` as both exporters decompose it:
+    ``MatMul(q · s, kᵀ · s) [+ mask] -> Softmax -> MatMul(·, v)``, the scale's square
+    root applied to each operand.  PyTorch runs one fused kernel for it, which saves
+    q, k, v, the output and the row log-sum-exp, never the attention matrix, and
+    recomputes the scores in its backward (``_rule_attention``).  Eager attention (the
+    scale applied to the scores) stays three nodes, as PyTorch runs it."""
+    if softmax.op_type != "Softmax" or not softmax.inputs:
+        return None
+    scores = producer.get(softmax.inputs[0])
+    add = None
+    if scores is not None and scores.op_type == "Add":
+        mask = next((i for i in scores.inputs if i in constants), None)
+        if mask is None or len(readers.get(scores.outputs[0], [])) != 1:
+            return None
+        add, scores = scores, producer.get(_other(scores, mask))
+    if scores is None or scores.op_type != "MatMul" or len(readers.get(scores.outputs[0], [])) != 1:
+        return None
+    scaled = [producer.get(i) for i in scores.inputs]
+    if any(m is None or m.op_type != "Mul" or len(readers.get(m.outputs[0], [])) != 1
+           or sum(i in constants for i in m.inputs) != 1 for m in scaled):
+        return None
+    q, kt = (next(i for i in m.inputs if i not in constants) for m in scaled if m is not None)
+    context = _sole_reader(softmax.outputs[0], readers, "MatMul")
+    if context is None or context.inputs[0] != softmax.outputs[0]:
+        return None
+    members = [m for m in scaled if m is not None] + [scores] + ([add] if add else []) + [softmax, context]
+    name = f"{context.name}/attention"
+    return _Node(name, "Attention", [q, kt, context.inputs[1]], [context.outputs[0]], {},
                  tuple(m.name for m in members)), members
 
 

@@ -583,3 +583,25 @@ def test_a_gather_at_a_scalar_index_is_a_select_view():
     assert [op.op_type for op in _forward(g)] == ["MatMul", "MatMul"]
     head = _forward(g)[-1]
     assert "h" in head.inputs  # the head reads the whole base
+
+
+def test_the_sdpa_decomposition_is_one_fused_attention_saving_no_attention_matrix():
+    """torch's scaled_dot_product_attention as exporters write it (the scale's root on q
+    and on kᵀ) is one Attention op that saves q, k, v, the output and the row log-sum-exp,
+    as PyTorch's fused kernel does; eager attention (the scale on the scores) is not."""
+    n = helper.make_node
+    nodes = [ob.const("shape", [2, 2, 2, 4], np.int64), ob.const("root", 0.5),
+             n("Reshape", ["h", "shape"], ["q"], name="q"), n("Reshape", ["h2", "shape"], ["k"], name="k"),
+             n("Transpose", ["k"], ["kt"], name="kt", perm=[0, 1, 3, 2]),
+             n("Mul", ["q", "root"], ["qs"], name="attn/mul_q"), n("Mul", ["kt", "root"], ["ks"], name="attn/mul_k"),
+             n("MatMul", ["qs", "ks"], ["scores"], name="attn/scores"),
+             n("Softmax", ["scores"], ["p"], name="attn/softmax", axis=-1),
+             n("MatMul", ["p", "q"], ["o"], name="attn/context"),
+             ob.const("flat", [2, 8], np.int64), n("Reshape", ["o", "flat"], ["y"], name="merge")]
+    g = from_onnx(_between_matmuls(nodes), granularity="op")
+    attention = next(op for op in _forward(g) if op.op_type == "Attention")
+    assert len(attention.members) == 5
+    saved = {t.id for t in g.saved_tensors()}
+    assert "p" not in saved and "scores" not in saved
+    assert {"h", "h2", "o", attention.outputs[1]} <= saved  # q, k, v (views of h, h2), out, logsumexp
+    assert g.tensor(attention.outputs[1]).shape == (2, 2, 2)
