@@ -726,8 +726,9 @@ def make_third_party_case(name: str, seed: int = 0) -> TorchCase:
         model = hf.BertForMaskedLM(hf.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
                                                  intermediate_size=128, max_position_embeddings=64, **small))
     elif name == "llama-hf":
+        # Grouped-query attention (two key/value heads for four query heads), as Llama 3.
         model = hf.LlamaForCausalLM(hf.LlamaConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
-                                                   num_key_value_heads=4, intermediate_size=128,
+                                                   num_key_value_heads=2, intermediate_size=128,
                                                    max_position_embeddings=64, bos_token_id=0, eos_token_id=0,
                                                    **small))
     else:

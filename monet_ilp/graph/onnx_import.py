@@ -283,15 +283,25 @@ class _Importer:
         self.produced: set[str] = set()
         self.extra_infos: dict[str, TensorInfo] = {}
         fwd_nodes = []
+        broadcast: set[str] = set()  # outputs of Expand nodes that grow their input
         for n in nodes:
             if n.op_type == "Dropout" and self._dropout_trains(n):
                 fwd_nodes.append(self._lower(n, _rule_dropout))
                 continue
+            if n.op_type in ("Reshape", "Flatten") and n.inputs[0] in broadcast:
+                # A reshape of a broadcast (grouped-query attention's repeat_kv): PyTorch
+                # cannot view it, so it copies; the copy is a tensor of its own.
+                fwd_nodes.append(self._lower(n, _rule_materialize))
+                continue
+            if n.op_type == "Expand" and self._broadcasts(n):
+                broadcast.add(n.outputs[0])
             if n.op_type in VIEW_OPS or self._no_op_cast(n) or self._select(n):
                 src = self._canonical(n.inputs[0])
                 for out in n.outputs[:1] if n.op_type == "Dropout" else n.outputs:
                     if out:
                         self.alias[out] = src
+                        if n.inputs[0] in broadcast:  # a view of a broadcast is one too
+                            broadcast.add(out)
                 continue
             fwd_nodes.append(self._lower(n))
         input_names = [i.name for i in graph.input if i.name not in self.initializers]
@@ -487,6 +497,12 @@ class _Importer:
         return out
 
     # ---------------------------------------------------------------- lowering
+    def _broadcasts(self, n: _Node) -> bool:
+        """An Expand whose output has more elements than its input."""
+        source, _ = self.infos.get(n.inputs[0], (None, 0))
+        target, _ = self.infos.get(n.outputs[0], (None, 0))
+        return source is not None and target is not None and math.prod(target) > math.prod(source)
+
     def _select(self, n: _Node) -> bool:
         """A Gather of an activation at one constant scalar index (``x[:, 0]``, a ViT's
         class token): PyTorch's ``select``, a view that keeps its whole base alive."""
@@ -962,6 +978,15 @@ def _rule_attention(c: _RuleContext) -> FwdNode:
                    needs={q: set(saved), kt: set(saved), v: set(saved)},
                    grad_macs={q: 2 * scores_macs, kt: scores_macs, v: 2 * context_macs}
                    if len({q, kt, v}) == 3 else {q: 3 * scores_macs + 2 * context_macs})
+
+
+def _rule_materialize(c: _RuleContext) -> FwdNode:
+    """The copy a reshape of a broadcast makes: the gradient sums over the broadcast
+    axes and saves nothing."""
+    x = c.require(0, "input")
+    numel = c.out_numel()
+    return FwdNode(c.node.name, "Expand", [x], [c.out], flops=numel, dims={"N": numel},
+                   needs={x: set()}, grad_flops={x: numel})
 
 
 def _rule_clip(c: _RuleContext) -> FwdNode:

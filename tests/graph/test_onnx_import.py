@@ -605,3 +605,19 @@ def test_the_sdpa_decomposition_is_one_fused_attention_saving_no_attention_matri
     assert "p" not in saved and "scores" not in saved
     assert {"h", "h2", "o", attention.outputs[1]} <= saved  # q, k, v (views of h, h2), out, logsumexp
     assert g.tensor(attention.outputs[1]).shape == (2, 2, 2)
+
+
+def test_a_reshape_of_a_broadcast_is_a_copy():
+    """Grouped-query attention's repeat_kv: Unsqueeze -> Expand (grows) -> clone -> Reshape.
+    PyTorch cannot view the broadcast, so the reshape copies: a tensor of its own, which
+    the next matmul saves; an Expand alone stays a view."""
+    n = helper.make_node
+    nodes = [ob.const("axes", [1], np.int64), ob.const("wide", [2, 2, 8], np.int64), ob.const("flat", [2, 16], np.int64),
+             n("Unsqueeze", ["h", "axes"], ["u"], name="unsqueeze"),
+             n("Expand", ["u", "wide"], ["e"], name="expand"),
+             n("Identity", ["e"], ["c"], name="clone"),
+             n("Reshape", ["c", "flat"], ["y"], name="repeat")]
+    g = from_onnx(_between_matmuls(nodes, out_shape=(2, 16)), granularity="op")
+    copy = next(op for op in _forward(g) if op.outputs[0] == "y")
+    assert copy.op_type == "Reshape" and copy.inputs == ("h",) and g.tensor("y").shape == (2, 16)
+    assert "y" in {t.id for t in g.saved_tensors()}
