@@ -477,8 +477,10 @@ def deviation(ours: int, ref: int) -> float:
 
 def compare(name: str, granularity: str = "layer") -> dict[str, Any]:
     """One table row: our and torch's FLOPs and saved bytes, with deviations."""
-    ref = measure_torch(name)
-    ours = measure_ours(name, granularity)
+    return _row(name, granularity, measure_ours(name, granularity), measure_torch(name), SAVED_TOL)
+
+
+def _row(name: str, granularity: str, ours: OurMeasure, ref: TorchMeasure, saved_tol: float) -> dict[str, Any]:
     flop_dev = deviation(ours.flops, ref.flops)
     saved_dev = deviation(ours.saved_bytes, ref.saved_bytes)
     return {
@@ -491,7 +493,7 @@ def compare(name: str, granularity: str = "layer") -> dict[str, Any]:
         "torch_saved_bytes": ref.saved_bytes,
         "saved_dev_pct": 100 * saved_dev,
         "flops_ok": abs(flop_dev) <= FLOP_TOL,
-        "saved_ok": abs(saved_dev) <= SAVED_TOL,
+        "saved_ok": abs(saved_dev) <= saved_tol,
     }
 
 
@@ -691,31 +693,30 @@ class LogitsOf(nn.Module):
         return self.m(input_ids=ids, return_dict=False)[0]
 
 
-def make_third_party_case(name: str, seed: int = 0) -> TorchCase:
-    """A small ``transformers`` model (random weights, eager attention), or the ViT, in
-    training mode."""
+def _image_case(name: str, net: nn.Module, seed: int, batch: int, side: int, classes: int) -> TorchCase:
+    gen = torch.Generator().manual_seed(seed + 1)
+    images = torch.randn(batch, 3, side, side, generator=gen)
+    return TorchCase(name, net.float().train(), images, torch.randint(0, classes, (batch,), generator=gen))
 
+
+def make_third_party_case(name: str, seed: int = 0) -> TorchCase:
+    """A small third-party model (random weights) in training mode: transformers (eager
+    attention), torchvision, timm, or the ViT above."""
     torch.manual_seed(seed)
     if name in TIMM_BUILDERS:
         import timm
 
         net = timm.create_model(TIMM_BUILDERS[name], pretrained=False, num_classes=10, img_size=TV_IMAGE)
-        gen = torch.Generator().manual_seed(seed + 1)
-        images = torch.randn(TV_BATCH, 3, TV_IMAGE, TV_IMAGE, generator=gen)
-        return TorchCase(name, net.float().train(), images, torch.randint(0, 10, (TV_BATCH,), generator=gen))
+        return _image_case(name, net, seed, TV_BATCH, TV_IMAGE, 10)
     if name in TV_BUILDERS:
         import torchvision
 
-        net = getattr(torchvision.models, TV_BUILDERS[name])(num_classes=10).float().train()
-        gen = torch.Generator().manual_seed(seed + 1)
-        images = torch.randn(TV_BATCH, 3, TV_IMAGE, TV_IMAGE, generator=gen)
-        return TorchCase(name, net, images, torch.randint(0, 10, (TV_BATCH,), generator=gen))
+        net = getattr(torchvision.models, TV_BUILDERS[name])(num_classes=10)
+        return _image_case(name, net, seed, TV_BATCH, TV_IMAGE, 10)
     if name == "vit":
         c = VIT_CFG
-        vit = ViT(c["image"], c["patch"], c["dim"], c["depth"], c["heads"], c["classes"]).float().train()
-        gen = torch.Generator().manual_seed(seed + 1)
-        images = torch.randn(c["batch"], 3, c["image"], c["image"], generator=gen)
-        return TorchCase(name, vit, images, torch.randint(0, c["classes"], (c["batch"],), generator=gen))
+        vit = ViT(c["image"], c["patch"], c["dim"], c["depth"], c["heads"], c["classes"])
+        return _image_case(name, vit, seed, c["batch"], c["image"], c["classes"])
     import transformers as hf
 
     small = {"vocab_size": HF_VOCAB, "attn_implementation": "eager"}
@@ -749,21 +750,7 @@ def compare_exported(name: str, exporter: str, folder: Path, opset: int = 18) ->
     path = export_for_training(case.model, (case.inputs,), folder / f"{name}-{exporter}-{opset}.onnx",
                                exporter=exporter, opset=opset)
     ours = measure_graph(from_onnx(path), name, "layer")
-    ref = measure_torch_case(case)
-    flop_dev = deviation(ours.flops, ref.flops)
-    saved_dev = deviation(ours.saved_bytes, ref.saved_bytes)
-    return {
-        "model": name,
-        "granularity": f"{exporter}/{opset}",
-        "our_flops": ours.flops,
-        "torch_flops": ref.flops,
-        "flops_dev_pct": 100 * flop_dev,
-        "our_saved_bytes": ours.saved_bytes,
-        "torch_saved_bytes": ref.saved_bytes,
-        "saved_dev_pct": 100 * saved_dev,
-        "flops_ok": abs(flop_dev) <= FLOP_TOL,
-        "saved_ok": abs(saved_dev) <= THIRD_PARTY_SAVED_TOL,
-    }
+    return _row(name, f"{exporter}/{opset}", ours, measure_torch_case(case), THIRD_PARTY_SAVED_TOL)
 
 
 def grouped_conv_reference(folder: Path, groups: int = 8) -> dict[str, int]:

@@ -276,6 +276,17 @@ def _seed(value: Any, field: str) -> int | None:
 
 
 # =================================================================== the models
+def _configured(model: str, presets: Mapping[str, Mapping[str, int]], preset: str | None,
+                given: Mapping[str, Any]) -> dict[str, Any]:
+    """The preset's values (``"tiny"``'s without one), overridden by the arguments given."""
+    if preset is not None and preset not in presets:
+        raise MonetError(f"unknown preset {preset!r}", field=f"{model}.preset",
+                         fix=f"use one of: {', '.join(presets)} (or none)")
+    cfg: dict[str, Any] = dict(presets[preset or "tiny"])
+    cfg.update({k: v for k, v in given.items() if v is not None})
+    return cfg
+
+
 def mlp_onnx(
     depth: int = 4,
     width: int = 256,
@@ -652,22 +663,8 @@ def gpt2_onnx(
         ``(batch, seq, vocab)``; nodes named like Hugging Face's modules (``wte``,
         ``h.3.attn.c_attn``, ``h.3.mlp.c_fc``, ``ln_f``, ``lm_head``).
     """
-    if preset is not None and preset not in GPT2_PRESETS:
-        raise MonetError(
-            f"unknown preset {preset!r}",
-            field="gpt2.preset",
-            fix=f"use one of: {', '.join(GPT2_PRESETS)} (or none)",
-        )
-    given = {
-        "n_layer": n_layer,
-        "d_model": d_model,
-        "n_head": n_head,
-        "seq": seq,
-        "vocab": vocab,
-        "batch": batch,
-    }
-    cfg = dict(GPT2_PRESETS[preset or "tiny"])
-    cfg.update({k: v for k, v in given.items() if v is not None})
+    cfg = _configured("gpt2", GPT2_PRESETS, preset, {"n_layer": n_layer, "d_model": d_model, "n_head": n_head,
+                                                     "seq": seq, "vocab": vocab, "batch": batch})
     L, d, H, T, B = (
         _int(cfg[k], f"gpt2.{k}") for k in ("n_layer", "d_model", "n_head", "seq", "batch")
     )
@@ -790,13 +787,8 @@ def llama_onnx(
         Input ``input_ids`` ``(batch, seq)`` int64, output ``logits`` ``(batch, seq,
         vocab)``; nodes named like Hugging Face's modules (``layers.3.self_attn.q_proj``).
     """
-    if preset is not None and preset not in LLAMA_PRESETS:
-        raise MonetError(f"unknown preset {preset!r}", field="llama.preset",
-                         fix=f"use one of: {', '.join(LLAMA_PRESETS)} (or none)")
-    given = {"n_layer": n_layer, "d_model": d_model, "n_head": n_head, "d_ff": d_ff, "seq": seq,
-             "vocab": vocab, "batch": batch}
-    cfg = dict(LLAMA_PRESETS[preset or "tiny"])
-    cfg.update({k: v for k, v in given.items() if v is not None})
+    cfg = _configured("llama", LLAMA_PRESETS, preset, {"n_layer": n_layer, "d_model": d_model, "n_head": n_head,
+                                                        "d_ff": d_ff, "seq": seq, "vocab": vocab, "batch": batch})
     L, d, H, F, T, B = (_int(cfg[k], f"llama.{k}") for k in ("n_layer", "d_model", "n_head", "d_ff", "seq", "batch"))
     V = _int(cfg["vocab"], "llama.vocab", minimum=2)
     if d % H or (d // H) % 2:
@@ -909,13 +901,8 @@ def bert_onnx(
     onnx.ModelProto
         Input ``input_ids`` ``(batch, seq)`` int64, output ``logits`` ``(batch, seq, vocab)``.
     """
-    if preset is not None and preset not in BERT_PRESETS:
-        raise MonetError(f"unknown preset {preset!r}", field="bert.preset",
-                         fix=f"use one of: {', '.join(BERT_PRESETS)} (or none)")
-    given = {"n_layer": n_layer, "d_model": d_model, "n_head": n_head, "d_ff": d_ff, "seq": seq,
-             "vocab": vocab, "batch": batch}
-    cfg = dict(BERT_PRESETS[preset or "tiny"])
-    cfg.update({k: v for k, v in given.items() if v is not None})
+    cfg = _configured("bert", BERT_PRESETS, preset, {"n_layer": n_layer, "d_model": d_model, "n_head": n_head,
+                                                        "d_ff": d_ff, "seq": seq, "vocab": vocab, "batch": batch})
     L, d, H, F, T, B = (_int(cfg[k], f"bert.{k}") for k in ("n_layer", "d_model", "n_head", "d_ff", "seq", "batch"))
     V = _int(cfg["vocab"], "bert.vocab", minimum=2)
     if d % H:
@@ -1015,13 +1002,8 @@ def vit_onnx(
     onnx.ModelProto
         Input ``x`` ``(batch, 3, image, image)``, output ``logits`` ``(batch, classes)``.
     """
-    if preset is not None and preset not in VIT_PRESETS:
-        raise MonetError(f"unknown preset {preset!r}", field="vit.preset",
-                         fix=f"use one of: {', '.join(VIT_PRESETS)} (or none)")
-    given = {"image": image, "patch": patch, "dim": dim, "depth": depth, "heads": heads, "classes": classes,
-             "batch": batch}
-    cfg = dict(VIT_PRESETS[preset or "tiny"])
-    cfg.update({k: v for k, v in given.items() if v is not None})
+    cfg = _configured("vit", VIT_PRESETS, preset, {"image": image, "patch": patch, "dim": dim, "depth": depth,
+                                                   "heads": heads, "classes": classes, "batch": batch})
     S, P, d, L, H, C, B = (_int(cfg[k], f"vit.{k}", minimum=2 if k == "classes" else 1)
                            for k in ("image", "patch", "dim", "depth", "heads", "classes", "batch"))
     if S % P or d % H:
