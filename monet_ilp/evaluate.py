@@ -40,6 +40,7 @@ __all__ = [
     "Violation",
     "best_verified",
     "evaluate",
+    "objective_value",
     "verified",
 ]
 
@@ -891,8 +892,9 @@ def _check_objective_available(instance: Instance) -> None:
         )
 
 
-def _objective_value(instance: Instance, latency: int, compute_cycles: int,
-                     energy: EnergyBreakdown) -> int | float:
+def objective_value(instance: Instance, latency: int, compute_cycles: int,
+                    energy: EnergyBreakdown) -> int | float:
+    """The instance's objective (EV.E4) from a schedule's latency, compute cycles and energy."""
     objective = instance.objective
     if objective is Objective.COMPUTE:
         return compute_cycles
@@ -920,6 +922,6 @@ def _metrics(instance: Instance, found: _Violations, latency: int, compute_cycle
         profile=MappingProxyType(profile),
         recomputations=recomputations,
         transfers=transfers,
-        objective_value=_objective_value(instance, latency, compute_cycles, energy),
+        objective_value=objective_value(instance, latency, compute_cycles, energy),
         schedule=schedule,
     )

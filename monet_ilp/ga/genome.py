@@ -19,6 +19,11 @@ rejects gets pymoo's constraint violation ``G = bytes over capacity (summed over
 memories, at their peaks) + cycles over runtime_limit_cycles + number of other
 violations`` (:func:`violation`); feasible individuals have ``G = 0``.
 
+Scoring takes the fast path by default (:mod:`.fast`: the decoder's raw output and
+only the metrics the search reads, equal to the evaluator's); ``fast=False`` decodes
+into a schedule and runs the reference evaluator on it.  Either way the points the GA
+returns are evaluated again by the reference (:func:`~monet_ilp.ga.nsga2.run_ga`).
+
 Identical genomes are decoded once (:class:`Scorer`, a per-run cache);
 ``evaluations`` counts the decode + evaluate calls actually made, ``cache_hits`` the
 repeats answered from the cache.
@@ -35,7 +40,15 @@ import numpy as np
 import numpy.typing as npt
 
 from monet_ilp.evaluate import Metrics, evaluate
-from monet_ilp.heuristics.decisions import POLICIES, Decisions, decode_genes, plan_of
+from monet_ilp.ga.fast import FastMetrics, fast_metrics
+from monet_ilp.heuristics.decisions import (
+    POLICIES,
+    Decisions,
+    RawSchedule,
+    decode_genes,
+    decode_raw,
+    plan_of,
+)
 from monet_ilp.instance import Instance
 
 if TYPE_CHECKING:
@@ -46,8 +59,8 @@ __all__ = ["OBJECTIVES", "Genes", "Genome", "Score", "Scorer", "score_genes", "v
 #: A gene vector (or a matrix of them, one per row), as pymoo hands them over.
 Genes = npt.NDArray[np.int_]
 
-#: Objective name -> how to read it off the evaluator's metrics.
-OBJECTIVES: dict[str, Callable[[Metrics], int]] = {
+#: Objective name -> how to read it off the evaluator's metrics (or the fast path's).
+OBJECTIVES: dict[str, Callable[[Metrics | FastMetrics], int]] = {
     "latency": lambda m: m.latency_cycles,
     "energy": lambda m: m.energy.total_pj,
 }
@@ -93,8 +106,13 @@ class Genome:
         policy, cores = self.split(x)
         return decode_genes(self.instance, policy, cores, tidy=tidy)
 
+    def decode_raw(self, x: Iterable[int]) -> RawSchedule:
+        """The decoded schedule as field tuples (the fast path, :mod:`.fast`)."""
+        policy, cores = self.split(x)
+        return decode_raw(self.instance, policy, cores)
 
-def violation(instance: Instance, metrics: Metrics) -> float:
+
+def violation(instance: Instance, metrics: Metrics | FastMetrics) -> float:
     """pymoo's constraint violation of a decoded schedule (module docstring); 0 if feasible."""
     if metrics.feasible:
         return 0.0
@@ -110,12 +128,16 @@ Score = tuple[tuple[int, ...], float, "int | float"]  # objectives, violation G,
 
 
 def score_genes(instance: Instance, genome: Genome, objectives: tuple[str, ...],
-                x: Iterable[int]) -> Score:
-    """Decode one gene vector and evaluate it.
+                x: Iterable[int], *, fast: bool = True) -> Score:
+    """Decode one gene vector and evaluate it (the fast path, or the reference evaluator).
 
     Returns the objective values, pymoo's ``G`` and the instance's own objective.
     """
-    metrics = evaluate(instance, genome.decode(x, tidy=False))
+    metrics: Metrics | FastMetrics
+    if fast:
+        metrics = fast_metrics(instance, genome.decode_raw(x))
+    else:
+        metrics = evaluate(instance, genome.decode(x, tidy=False))
     return (tuple(OBJECTIVES[o](metrics) for o in objectives), violation(instance, metrics),
             metrics.objective_value)
 
@@ -124,9 +146,9 @@ class Scorer:
     """Scores gene vectors once each (a cache by genome), in this process or in a pool."""
 
     def __init__(self, instance: Instance, genome: Genome, objectives: tuple[str, ...],
-                 workers: int) -> None:
+                 workers: int, *, fast: bool = True) -> None:
         self.instance, self.genome, self.objectives = instance, genome, objectives
-        self.workers = workers
+        self.workers, self.fast = workers, fast
         self.cache: dict[bytes, Score] = {}
         self.evaluations = self.hits = 0
         self.pool: ProcessPoolExecutor | None = None
@@ -134,7 +156,7 @@ class Scorer:
             # Spawned, not forked: the caller may run threads (a progress bar, a solver).
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=_start_worker,
-                                            initargs=(instance.to_dict(), objectives))
+                                            initargs=(instance.to_dict(), objectives, fast))
 
     def score(self, X: npt.ArrayLike) -> list[Score]:
         """The scores of the rows of ``X`` (pymoo's population matrix), in order."""
@@ -149,7 +171,7 @@ class Scorer:
         if todo:
             pending = list(todo.items())
             if self.pool is None:
-                scores = [score_genes(self.instance, self.genome, self.objectives, row)
+                scores = [score_genes(self.instance, self.genome, self.objectives, row, fast=self.fast)
                           for _, row in pending]
             else:
                 chunks = np.array_split(np.array([row for _, row in pending]),
@@ -169,11 +191,11 @@ class Scorer:
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(instance_data: dict[str, Any], objectives: tuple[str, ...]) -> None:
+def _start_worker(instance_data: dict[str, Any], objectives: tuple[str, ...], fast: bool) -> None:
     instance = Instance.from_dict(instance_data)
-    _WORKER.update(instance=instance, genome=Genome(instance), objectives=objectives)
+    _WORKER.update(instance=instance, genome=Genome(instance), objectives=objectives, fast=fast)
 
 
 def _score_in_worker(rows: Genes) -> list[Score]:
     instance, genome, objectives = _WORKER["instance"], _WORKER["genome"], _WORKER["objectives"]
-    return [score_genes(instance, genome, objectives, row) for row in rows]
+    return [score_genes(instance, genome, objectives, row, fast=_WORKER["fast"]) for row in rows]

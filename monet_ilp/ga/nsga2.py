@@ -25,7 +25,7 @@ import numpy as np
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import Metrics, evaluate
-from monet_ilp.ga.genome import OBJECTIVES, Genes, Genome, Score, Scorer
+from monet_ilp.ga.genome import OBJECTIVES, Genes, Genome, Score, Scorer, violation
 from monet_ilp.heuristics.decisions import decisions_from_schedule, default_decisions
 from monet_ilp.results import GA_FORMAT, non_dominated
 
@@ -52,6 +52,7 @@ def run_ga(
     *,
     time_limit: float | None = None,
     workers: int = 1,
+    fast: bool = True,
 ) -> dict[str, Any]:
     """Search keep/offload/recompute and layer-to-core decisions with NSGA-II.
 
@@ -77,6 +78,11 @@ def run_ga(
         Processes that decode and evaluate (1: in this process).  The result does
         not depend on it.  More than 1 spawns processes, so a script that calls this
         needs the usual ``if __name__ == "__main__":`` guard.
+    fast
+        Score individuals on the fast path (:mod:`.fast`, the default) or with the
+        reference evaluator.  The returned points are evaluated by the reference
+        either way, and a point whose fast score differs from the reference's raises
+        (a bug).
 
     Returns
     -------
@@ -114,7 +120,7 @@ def run_ga(
         raise MonetError(f"workers {workers}", field="workers", fix="use 1 or more processes")
     began = time.perf_counter()
     genome = Genome(instance)
-    scorer = Scorer(instance, genome, objectives, workers)
+    scorer = Scorer(instance, genome, objectives, workers, fast=fast)
 
     class _Problem(Problem):  # type: ignore[misc]  # pymoo is untyped
         def __init__(self) -> None:
@@ -164,6 +170,7 @@ def run_ga(
         "cache_hits": scorer.hits,
         "seconds": round(searched, 3),
         "evaluations_per_second": round(scorer.evaluations / searched, 1) if searched > 0 else None,
+        "scoring": "fast" if fast else "reference",
         "points": points,
     }
 
@@ -204,15 +211,16 @@ def _front(instance: Instance, genome: Genome, objectives: tuple[str, ...],
         if not cache:
             return []
         key = min(cache, key=lambda k: (cache[k][1], cache[k][0]))
-        return [_point(instance, genome, "ga", key, seeds)]
+        return [_point(instance, genome, objectives, "ga", key, seeds, cache)]
     candidates.sort(key=lambda c: (c[0], c[1] != "seed"))  # a seed wins ties: it is the original
-    front = [_point(instance, genome, kind, payload, seeds)
+    front = [_point(instance, genome, objectives, kind, payload, seeds, cache)
              for _, kind, payload in non_dominated(candidates, key=lambda c: c[0], keep_equal=False)]
     return sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"]))
 
 
-def _point(instance: Instance, genome: Genome, kind: str, payload: bytes | int,
-           seeds: list[Metrics]) -> dict[str, Any]:
+def _point(instance: Instance, genome: Genome, objectives: tuple[str, ...], kind: str, payload: bytes | int,
+           seeds: list[Metrics], cache: dict[bytes, Score]) -> dict[str, Any]:
+    """A returned point, evaluated by the reference evaluator (the witness)."""
     if isinstance(payload, int):  # a seed schedule
         metrics = seeds[payload]
         decisions = decisions_from_schedule(instance, metrics.schedule)
@@ -220,6 +228,11 @@ def _point(instance: Instance, genome: Genome, kind: str, payload: bytes | int,
         x = np.frombuffer(payload, dtype=np.int8).astype(int)
         decisions = genome.decisions(x)
         metrics = evaluate(instance, genome.decode(x))
+        witnessed = (tuple(OBJECTIVES[o](metrics) for o in objectives), violation(instance, metrics),
+                     metrics.objective_value)
+        if witnessed != cache[payload]:
+            raise AssertionError(f"the GA scored an individual {cache[payload]} (objectives, violation, "
+                                 f"objective) and the evaluator says {witnessed}; this is a bug")
     return {
         "latency_cycles": metrics.latency_cycles,
         "energy_pj": metrics.energy.total_pj,

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph.ir import OpKind, read_json
@@ -65,10 +65,12 @@ __all__ = [
     "POLICIES",
     "Decisions",
     "DecoderPlan",
+    "RawSchedule",
     "decisions_from_dict",
     "decisions_from_schedule",
     "decode",
     "decode_genes",
+    "decode_raw",
     "default_decisions",
     "list_schedule",
     "load_decisions",
@@ -336,15 +338,50 @@ class DecoderPlan:
             for b in self.capacity:
                 if a != b:
                     self.routes[(a, b)] = tuple(l.id for l in instance.links if l.connects(a, b))
-        self.cycles_cache: dict[tuple[str, int], int] = {}
+        self.cycles_cache: dict[tuple[str, str, int], tuple[tuple[str, int], ...]] = {}
+        self.reads_cache: dict[tuple[str, ...], ReadsByCore] = {}
+        # Per op: (wait_made, updates, hazard_reads, made), or None when all four are empty.
+        self.persistent_io = [None if not (w or u or h or m) else (w, u, h, m) for w, u, h, m in
+                              zip(self.wait_made, self.updates, self.hazard_reads, self.made, strict=True)]
         self.first_core = [next(iter(row)) for row in self.costs]
 
-    def transfer_cycles(self, link: str, nbytes: int) -> int:
-        key = (link, nbytes)
-        cycles = self.cycles_cache.get(key)
-        if cycles is None:
-            cycles = self.cycles_cache[key] = self.links[link].transfer_cycles(nbytes)
-        return cycles
+    def route_cycles(self, src: str, dst: str, nbytes: int) -> tuple[tuple[str, int], ...]:
+        """Each link from ``src`` to ``dst`` with the cycles it takes to move ``nbytes``."""
+        key = (src, dst, nbytes)
+        found = self.cycles_cache.get(key)
+        if found is None:
+            found = self.cycles_cache[key] = tuple((link, self.links[link].transfer_cycles(nbytes))
+                                                  for link in self.routes[(src, dst)])
+        return found
+
+    def reads_by_core(self, core_of: list[str]) -> ReadsByCore:
+        """Where each tensor is read under ``core_of`` (cached: it depends on nothing else)."""
+        key = tuple(core_of)
+        found = self.reads_cache.get(key)
+        if found is not None:
+            return found
+        backward, producer_pos = self.backward, self.producer_pos
+        last_on: dict[str, dict[str, int]] = {c: {} for c in self.core_ids}
+        last_forward_on: dict[str, dict[str, int]] = {c: {} for c in self.core_ids}
+        cross, cross_forward = set(), set()
+        for t, readers in self.readers.items():
+            k = producer_pos.get(t)
+            home = None if k is None else core_of[k]
+            for q in readers:
+                core = core_of[q]
+                last_on[core][t] = q
+                forward = not backward[q]
+                if forward:
+                    last_forward_on[core][t] = q
+                if home is not None and core != home:
+                    cross.add(t)
+                    if forward:
+                        cross_forward.add(t)
+        if len(self.reads_cache) >= READS_CACHE:
+            self.reads_cache.clear()
+        found = self.reads_cache[key] = ReadsByCore(last_on, last_forward_on, frozenset(cross),
+                                                    frozenset(cross_forward))
+        return found
 
     def core_of_ops(self, cores: Mapping[str, str]) -> list[str]:
         """The core of every op (by position) under a layer -> core map."""
@@ -353,6 +390,27 @@ class DecoderPlan:
             core = cores.get(layer) if layer else None
             out.append(core if core in row else first)
         return out
+
+
+@dataclass(frozen=True)
+class ReadsByCore:
+    """Where a tensor is read under one op-to-core map (:meth:`DecoderPlan.reads_by_core`).
+
+    ``last_on[core][t]`` and ``last_forward_on[core][t]``: the position of the last op on
+    ``core`` that reads ``t``, and of the last forward-phase one; ``cross`` and
+    ``cross_forward``: the tensors (with a producer) that an op, or a forward-phase op,
+    reads on another core than their producer's.
+    """
+
+    last_on: dict[str, dict[str, int]]
+    last_forward_on: dict[str, dict[str, int]]
+    cross: frozenset[str]
+    cross_forward: frozenset[str]
+
+
+#: How many op-to-core maps :meth:`DecoderPlan.reads_by_core` remembers (a GA's
+#: population shares few allocations; the cache starts again when full).
+READS_CACHE = 1024
 
 
 _PLANS: dict[int, DecoderPlan] = {}
@@ -405,6 +463,14 @@ def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -
                     heuristic="decisions").run()
 
 
+def decode_raw(instance: Instance, policy: list[int], layer_core: list[str]) -> RawSchedule:
+    """:func:`decode_genes` without building the schedule's objects (the GA's fast path,
+    :mod:`monet_ilp.ga.fast`)."""
+    plan = plan_of(instance)
+    return _Decoder(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
+                    strict=False, heuristic="decisions").place()
+
+
 def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], *,
                  tidy: bool = True) -> Schedule:
     """:func:`decode` from the GA's genes: a policy index (into :data:`POLICIES`) per saved
@@ -423,6 +489,34 @@ def list_schedule(instance: Instance, core_of_op: list[str], *, heuristic: str) 
 
 
 _INF = float("inf")
+
+
+class RawSchedule(NamedTuple):
+    """A decoded schedule before its objects are built: the fields of each
+    :class:`~monet_ilp.schedule.OpRun` (start, end, op, instance, core) and each
+    :class:`~monet_ilp.schedule.Transfer` (start, end, tensor, src, dst, link) in the
+    order they were made, the makespan, and the copies (EV.E1) they make: a run's output
+    from the run's start, a transfer's from the transfer's start, graph inputs in the
+    shared memory from 0."""
+
+    runs: list[tuple[int, int, str, int, str]]
+    transfers: list[tuple[int, int, str, str, str, str]]
+    latency: int
+    #: The copies the decoder freed, as (memory, allocation time, free time, tensor), in
+    #: the order of the frees.
+    freed: list[tuple[str, int, int, str]]
+    #: The copies it never freed, as (memory, allocation time, tensor).
+    held: list[tuple[str, int, str]]
+    #: Graph inputs nobody reads, freed from the shared memory at time 0.
+    unread: tuple[str, ...]
+    shared: str
+
+    def frees(self) -> list[tuple[int, str, str]]:
+        """The fields of each :class:`~monet_ilp.schedule.Free` (time, tensor, memory), in order.
+
+        A free after the makespan is left out (EV.E1.4 keeps the copy until then)."""
+        latency, shared = self.latency, self.shared
+        return [(0, t, shared) for t in self.unread] + [(f, t, m) for m, _, f, t in self.freed if f <= latency]
 
 
 class _Decoder:
@@ -448,49 +542,49 @@ class _Decoder:
                 self.offloaded_instead.append(t)
         # Outputs written to DRAM right after they are made: offloads, and tensors that
         # a reader on another core fetches from there (not a recompute's backward readers).
-        backward = plan.backward
-        self.to_shared: set[str] = set()
-        for t, k in plan.producer_pos.items():
-            p = self.policy.get(t, 0)
-            if p == 1:
-                self.to_shared.add(t)
-                continue
-            home = core_of[k]
-            for q in plan.readers.get(t, ()):
-                if core_of[q] != home and (p != 2 or not backward[q]):
-                    self.to_shared.add(t)
-                    break
+        where = plan.reads_by_core(core_of)
+        self.last_on, self.last_forward_on = where.last_on, where.last_forward_on
+        chosen = self.policy
+        self.to_shared: set[str] = {t for t, p in chosen.items() if p == 1 and t in plan.producer_pos}
+        self.to_shared.update(t for t in where.cross if t not in chosen)
+        self.to_shared.update(t for t in where.cross_forward if chosen.get(t) == 2)
         self.size = plan.size
         self.cursor = {m: 0 for m in plan.memory_of.values()}
         self.core_free = {c: 0 for c in plan.core_ids}
         self.resident: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
         self.used = {m: 0 for m in plan.memory_of.values()}
-        self.read_until: dict[tuple[str, str], int] = {}
+        # Per memory: tensor -> when a transfer out of it ends (its copy stays until then).
+        self.read_until: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
         self.in_shared: dict[str, int] = {t: 0 for t in plan.graph_inputs}
         self.made_at: dict[str, int] = {}
         self.read_end: dict[str, int] = {}
-        self.runs_of: dict[int, int] = {}
+        self.runs_of = [0] * len(plan.order)
         self.runs: list[tuple[int, int, str, int, str]] = []  # the fields of an OpRun (_RUN_FIELDS)
         self.transfers: list[tuple[int, int, str, str, str, str]] = []  # of a Transfer
-        self.frees: list[tuple[int, str, str]] = [(0, t, plan.shared) for t in plan.unread_inputs]
         self.busy_starts: dict[str, list[int]] = {l: [] for l in plan.links}
         self.busy_ends: dict[str, list[int]] = {l: [] for l in plan.links}
         self.evicted: list[list[str]] = []
         self.over: list[list[str | int]] = []  # [op, memory, bytes needed]
+        # EV.E1 copies as they are made and freed: per memory, the allocation time of each
+        # resident copy, and the (time, bytes) changes of the copies' lifetimes (RawSchedule).
+        self.alloc: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
+        # The shared memory's copies (never freed): read graph inputs, and what is written there.
+        unread = set(plan.unread_inputs)
+        self.shared_copies = [(plan.shared, 0, t) for t in plan.graph_inputs if t not in unread]
+        self.lifetimes: list[tuple[str, int, int, str]] = []  # (memory, allocation, free, tensor)
 
     # ------------------------------------------------------------------ links
     def _move(self, tensor: str, src: str, dst: str, ready: int) -> tuple[int, int]:
         """Book the link from ``src`` to ``dst`` that delivers ``tensor`` first, from ``ready`` on."""
-        plan, nbytes = self.plan, self.size[tensor]
         best = None
-        for link in plan.routes[(src, dst)]:
-            cycles = plan.transfer_cycles(link, nbytes)
+        for link, cycles in self.plan.route_cycles(src, dst, self.size[tensor]):
             starts, ends = self.busy_starts[link], self.busy_ends[link]
             t = ready
             i = bisect_right(ends, t)  # intervals are disjoint: ends are sorted too
             n = len(starts)
             while i < n and starts[i] < t + cycles:
-                t = max(t, ends[i])
+                if ends[i] > t:
+                    t = ends[i]
                 i += 1
             if best is None or t + cycles < best[0]:
                 best = (t + cycles, t, link)
@@ -515,21 +609,15 @@ class _Decoder:
                 return q
         return None
 
-    def _forward_read_after(self, tensor: str, core: str, after: int) -> bool:
-        """Whether a forward-phase op after ``after`` reads ``tensor`` on ``core``."""
-        core_of, backward = self.core_of, self.plan.backward
-        for q in self.plan.readers.get(tensor, ()):
-            if q > after and core_of[q] == core and not backward[q]:
-                return True
-        return False
-
     def _release(self, tensor: str, mem: str) -> None:
         at = self.resident[mem].pop(tensor)
         cursor = self.cursor[mem]
-        at = max(at, cursor)
-        until = self.read_until.get((tensor, mem), 0)
-        at = max(at, until)
-        self.frees.append((at, tensor, mem))
+        if cursor > at:
+            at = cursor
+        until = self.read_until[mem].get(tensor, 0)
+        if until > at:
+            at = until
+        self.lifetimes.append((mem, self.alloc[mem].pop(tensor), at, tensor))  # a free, and its copy
         self.used[mem] -= self.size[tensor]
         self.cursor[mem] = at
 
@@ -552,9 +640,11 @@ class _Decoder:
                 return
             if key[0] != _INF and victim not in self.in_shared and self.policy.get(victim) != 2:
                 ready = max(self.cursor[mem], resident[victim])
-                _, end = self._move(victim, mem, self.plan.shared, ready)
+                begin, end = self._move(victim, mem, self.plan.shared, ready)
                 self.in_shared[victim] = end
-                self.read_until[(victim, mem)] = max(self.read_until.get((victim, mem), 0), end)
+                self.shared_copies.append((self.plan.shared, begin, victim))
+                until = self.read_until[mem]
+                until[victim] = max(until.get(victim, 0), end)
             self.evicted.append([victim, mem, op])
             self._release(victim, mem)
 
@@ -584,6 +674,7 @@ class _Decoder:
         cursor = self.cursor[mem]
         start, end = self._move(t, plan.shared, mem, max(shared_ready, cursor))
         self.resident[mem][t] = end
+        self.alloc[mem][t] = start
         self.used[mem] += size
         if start > cursor:
             self.cursor[mem] = start
@@ -605,11 +696,15 @@ class _Decoder:
         resident = self.resident[mem]
         for x in plan.touched[k]:
             if (x != t and x not in protected and x in resident
-                    and self._next_read(x, core, here - 1) is None):
+                    and self.last_on[core].get(x, -1) < here):  # no read from here on
                 self._release(x, mem)
 
     def _run(self, k: int, core: str, here: int, protected: set[str], *, recompute: bool) -> int:
-        """Place a run of the op at position ``k`` on ``core`` (for position ``here``); its end."""
+        """Place a run of the op at position ``k`` on ``core`` (for position ``here``); its end.
+
+        The decoder's inner loop: ``if`` rather than ``max``, and the persistent-tensor
+        bookkeeping only for the ops that have some (``DecoderPlan.persistent_io``).
+        """
         plan = self.plan
         mem = plan.memory_of[core]
         resident = self.resident[mem]
@@ -635,73 +730,102 @@ class _Decoder:
         op = plan.order[k]
         if need and self.used[mem] + need > plan.capacity[mem]:
             self._make_room(mem, need, protected, core, here, op)
+        # The earliest start: the core free, the memory's cursor, the inputs arrived.
         start = self.core_free[core]
-        start = max(start, self.cursor[mem])
+        at = self.cursor[mem]
+        if at > start:
+            start = at
         for t in ins:
-            start = max(start, resident[t])
-        for t in outs:  # a rerun rewrites a resident copy (EV.E1.2) once it has arrived
-            if t in resident and resident[t] > start:
-                start = resident[t]
-        for t in plan.wait_made[k]:
-            start = max(start, self.made_at.get(t, 0))
-        for t in plan.updates[k]:
-            start = max(start, self.read_end.get(t, 0))
+            at = resident[t]
+            if at > start:
+                start = at
+        if recompute:
+            for t in outs:  # a rerun rewrites a resident copy (EV.E1.2) once it has arrived
+                at = resident.get(t, 0)
+                if at > start:
+                    start = at
+        io = plan.persistent_io[k]
+        if io is not None:
+            wait_made, updates, hazard_reads, made = io
+            for t in wait_made:
+                at = self.made_at.get(t, 0)
+                if at > start:
+                    start = at
+            for t in updates:
+                at = self.read_end.get(t, 0)
+                if at > start:
+                    start = at
         end = start + plan.costs[k][core]
-        number = self.runs_of.get(k, 0)
+        number = self.runs_of[k]
         self.runs_of[k] = number + 1
         self.runs.append((start, end, op, number, core))
         self.core_free[core] = end
-        for t in plan.hazard_reads[k]:
-            if self.read_end.get(t, 0) < end:
-                self.read_end[t] = end
-        for t in plan.made[k]:
-            self.made_at[t] = end
+        if io is not None:
+            read_end = self.read_end
+            for t in hazard_reads:
+                if read_end.get(t, 0) < end:
+                    read_end[t] = end
+            for t in made:
+                self.made_at[t] = end
+        alloc = self.alloc[mem]
         for t in outs:
             if t not in resident:
                 resident[t] = end
+                alloc[t] = start
                 self.used[mem] += size[t]
             protected.add(t)
-        self.cursor[mem] = max(self.cursor[mem], end)
+        if end > self.cursor[mem]:
+            self.cursor[mem] = end
         return end
 
     # ------------------------------------------------------------------ driver
     def run(self, *, tidy: bool = True) -> Schedule:
         """Decode; ``tidy`` sorts the schedule's lists (the evaluator does not need it)."""
+        raw = self.place()
+        runs, transfers, frees = raw.runs, raw.transfers, raw.frees()
+        if tidy:
+            runs.sort()
+            transfers.sort()
+            frees.sort()
+        meta = {"heuristic": self.heuristic, "latency_cycles": raw.latency,
+                "recomputations": len(runs) - len(self.plan.order),
+                "repairs": {"evicted": self.evicted, "over_capacity": self.over,
+                            "offloaded_instead": self.offloaded_instead}}
+        return Schedule(_build(OpRun, _RUN_FIELDS, runs), _build(Transfer, _TRANSFER_FIELDS, transfers),
+                        _build(Free, _FREE_FIELDS, frees), meta=meta)
+
+    def place(self) -> RawSchedule:
+        """Place every op in order; the schedule as the field tuples of its runs, transfers and frees."""
         plan = self.plan
         if self.strict:
             self._check_fit()
         policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
         backward, touched, memory_of, shared = plan.backward, plan.touched, plan.memory_of, plan.shared
+        last_on, last_forward_on = self.last_on, self.last_forward_on
         for k, core in enumerate(self.core_of):
             mem = memory_of[core]
             end = self._run(k, core, k, set(), recompute=False)
             for t in plan.nout[k]:  # other cores, or the offload policy, read it from DRAM
                 if t in to_shared and t not in in_shared:
-                    _, done = self._move(t, mem, shared, end)
+                    begin, done = self._move(t, mem, shared, end)
                     in_shared[t] = done
-                    self.read_until[(t, mem)] = done
+                    self.shared_copies.append((shared, begin, t))
+                    self.read_until[mem][t] = done
             forward = not backward[k]
             resident = self.resident[mem]
+            last_here, last_forward_here = last_on[core], last_forward_on[core]
             for t in touched[k]:
                 if t not in resident:
                     continue
-                if self._next_read(t, core, k) is None:
+                if last_here.get(t, -1) <= k:  # no later read on this core
                     self._release(t, mem)
-                elif forward and t in policy and not self._forward_read_after(t, core, k):
+                elif forward and t in policy and last_forward_here.get(t, -1) <= k:
                     self._release(t, mem)  # offload / recompute: gone after the forward phase
         runs, transfers = self.runs, self.transfers
         latency = max([r[1] for r in runs] + [x[1] for x in transfers], default=0)
-        frees = [f for f in self.frees if f[0] <= latency]
-        if tidy:
-            runs.sort()
-            transfers.sort()
-            frees.sort()
-        meta = {"heuristic": self.heuristic, "latency_cycles": latency,
-                "recomputations": len(runs) - len(plan.order),
-                "repairs": {"evicted": self.evicted, "over_capacity": self.over,
-                            "offloaded_instead": self.offloaded_instead}}
-        return Schedule(_build(OpRun, _RUN_FIELDS, runs), _build(Transfer, _TRANSFER_FIELDS, transfers),
-                        _build(Free, _FREE_FIELDS, frees), meta=meta)
+        held = [(m, a, t) for m, resident in self.alloc.items() for t, a in resident.items()]
+        held += self.shared_copies
+        return RawSchedule(runs, transfers, latency, self.lifetimes, held, plan.unread_inputs, plan.shared)
 
     def _check_fit(self) -> None:
         plan = self.plan
