@@ -11,7 +11,8 @@ evaluator's rules (``formulations/evaluator.md``), only what the search reads:
 * latency (EV.E4: the last run or transfer end), compute cycles, recomputations and
   transfers;
 * the energy breakdown (EV.E4: a first run's compute, SRAM and DRAM energy, every later
-  run's as recomputation energy, each transfer's link, read and write energy, static
+  run's as recomputation energy, at the pinned cost where the run's persistent inputs
+  are all pinned in its memory (EV.E1.5), each transfer's link, read and write energy, static
   energy per cycle of latency);
 * each memory's peak and the capacity violations (EV.E2 ``capacity``: one per maximal
   interval over capacity) from the copies the decoder made (EV.E1: each with its
@@ -69,9 +70,14 @@ class _Tables:
         self.bytes = {t.id: t.bytes for t in graph.tensors}
         self.writes = {op.id: tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent)
                        for op in graph.ops}
-        # (op, core) -> (compute pJ, SRAM pJ, DRAM pJ) of a run there (the decoder never pins).
+        # (op, core) -> (compute pJ, SRAM pJ, DRAM pJ) of a run there, and of a run whose
+        # persistent inputs are all pinned in that core's memory (EV.E1.5).
         self.run_pj = {(op, core): (cost.compute_pj, cost.sram_pj, cost.dram_pj)
                        for op, row in instance.costs.items() for core, cost in row.items()}
+        self.pinned_pj = {(op, core): (cost.compute_pj, cost.sram_pj, cost.dram_pj)
+                          for op, row in instance.pinned_costs.items() for core, cost in row.items()}
+        self.reads_persistent = {op.id: tuple(t for t in dict.fromkeys(op.inputs) if t in persistent)
+                                 for op in graph.ops}
         self.memory_of = {c.id: c.memory for c in instance.cores}
         self.capacity = {m.id: m.capacity_bytes for m in instance.memories}
         self.is_sram = {m.id: m.kind == "sram" for m in instance.memories}
@@ -110,11 +116,12 @@ def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:
     # them by start (EV.E2), so an op whose first-placed run is not its earliest one
     # moves between the parts.
     compute_cycles = compute_pj = recompute_pj = sram_pj = dram_pj = link_pj = 0
-    run_pj = tb.run_pj
+    run_pj, pinned_pj = tb.run_pj, tb.pinned_pj
+    at_pinned_cost = set(raw.pinned_runs)  # EV.E1.5, as the decoder applied it
     rerun: dict[str, list[tuple[int, int, str, int, str]]] = {}
-    for run in raw.runs:
+    for i, run in enumerate(raw.runs):
         compute_cycles += run[1] - run[0]
-        c, s, d = run_pj[(run[2], run[4])]
+        c, s, d = (pinned_pj if i in at_pinned_cost else run_pj)[(run[2], run[4])]
         if run[3]:
             recompute_pj += c + s + d
             rerun.setdefault(run[2], []).append(run)
@@ -129,7 +136,7 @@ def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:
             earliest = min([placed, *later], key=lambda r: (r[0], r[1], r[3]))
             if earliest is not placed:
                 for run, sign in ((placed, -1), (earliest, 1)):
-                    c, s, d = run_pj[(run[2], run[4])]
+                    c, s, d = (pinned_pj if _index(raw, run) in at_pinned_cost else run_pj)[(run[2], run[4])]
                     compute_pj += sign * c
                     sram_pj += sign * s
                     dram_pj += sign * d
@@ -173,6 +180,10 @@ def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:
         objective_value=objective_value(instance, latency, compute_cycles, energy))
 
 
+def _index(raw: RawSchedule, run: tuple[int, int, str, int, str]) -> int:
+    return next(i for i, r in enumerate(raw.runs) if r is run)
+
+
 def _deltas(tb: _Tables, raw: RawSchedule, latency: int) -> dict[str, dict[int, int]]:
     """EV.E2's byte changes per memory and instant, from the decoder's copies (EV.E1).
 
@@ -195,10 +206,16 @@ def _deltas(tb: _Tables, raw: RawSchedule, latency: int) -> dict[str, dict[int, 
             d[alloc] = d.get(alloc, 0) + n
             d[latency] = d.get(latency, 0) - n
     home = tb.persistent_home
-    if home is not None and latency > 0 and tb.persistent_bytes:
-        d = deltas[home]
-        d[0] = d.get(0, 0) + tb.persistent_bytes
-        d[latency] = d.get(latency, 0) - tb.persistent_bytes
+    if home is not None and latency > 0:
+        held = {home: tb.persistent_bytes}  # persistent tensors: pinned, or at home (EV.E1.5)
+        for t, memory in raw.pinned.items():
+            held[home] -= size[t]
+            held[memory] = held.get(memory, 0) + size[t]
+        for memory, n in held.items():
+            if n:
+                d = deltas[memory]
+                d[0] = d.get(0, 0) + n
+                d[latency] = d.get(latency, 0) - n
     return deltas
 
 

@@ -10,7 +10,11 @@ Genes (integers, pymoo's ``vtype=int``):
 * one per saved activation (``TrainingGraph.saved_tensors`` order): 0 keep,
   1 offload, 2 recompute (0-1 for graph inputs, which have no producer to rerun);
 * one per layer (order of first appearance): an index into the cores that run the
-  layer's first op.
+  layer's first op;
+* one per layer whose ops read persistent tensors, when the instance models them
+  (``persistent_home``): 1 pins them (weights, gradients, optimizer state) in the SRAM
+  of the layer's core, so that its ops run at their pinned cost; the decoder leaves a
+  pin out when the tensor's readers run on several cores (``Decisions.pinned``).
 
 Constraint handling (penalty, not repair beyond the decoder's own): the decoder
 already repairs what it can (Belady eviction keeps every SRAM within capacity
@@ -74,24 +78,31 @@ class Genome:
         self.instance, self.plan = instance, plan
         self.n_saved = len(plan.saved)
         self.layer_cores = [plan.layer_cores[layer] for layer in plan.layers]
+        self.pin_layers = [layer for layer in plan.layers if plan.layer_persistent[layer]] \
+            if plan.pins_modelled else []
         self.upper = np.array([2 if t in plan.recomputable else 1 for t in plan.saved]
-                              + [len(cores) - 1 for cores in self.layer_cores], dtype=int)
+                              + [len(cores) - 1 for cores in self.layer_cores]
+                              + [1] * len(self.pin_layers), dtype=int)
         self.lower = np.zeros_like(self.upper)
 
     @property
     def size(self) -> int:
         return len(self.upper)
 
-    def split(self, x: Iterable[int]) -> tuple[list[int], list[str]]:
-        """Policies (indices) and layer cores of a gene vector."""
+    def split(self, x: Iterable[int]) -> tuple[list[int], list[str], list[str]]:
+        """Policies (indices), layer cores and pinned tensors of a gene vector."""
         genes = [int(v) for v in x]
-        chosen = [cores[i] for cores, i in zip(self.layer_cores, genes[self.n_saved:], strict=True)]
-        return genes[:self.n_saved], chosen
+        n, m = self.n_saved, self.n_saved + len(self.layer_cores)
+        chosen = [cores[i] for cores, i in zip(self.layer_cores, genes[n:m], strict=True)]
+        layer_persistent = self.plan.layer_persistent
+        pins = [t for layer, g in zip(self.pin_layers, genes[m:], strict=True) if g
+                for t in layer_persistent[layer]]
+        return genes[:n], chosen, pins
 
     def decisions(self, x: Iterable[int]) -> Decisions:
-        policy, cores = self.split(x)
+        policy, cores, pins = self.split(x)
         return Decisions({t: POLICIES[p] for t, p in zip(self.plan.saved, policy, strict=True)},
-                         dict(zip(self.plan.layers, cores, strict=True)), {"source": "ga"})
+                         dict(zip(self.plan.layers, cores, strict=True)), {"source": "ga"}, tuple(pins))
 
     def genes(self, decisions: Decisions) -> Genes:
         """The gene vector of ``decisions`` (unknown entries: keep, first core)."""
@@ -100,16 +111,18 @@ class Genome:
         for layer, cores in zip(self.plan.layers, self.layer_cores, strict=True):
             core = decisions.cores.get(layer)
             x.append(cores.index(core) if core in cores else 0)
+        pinned = set(decisions.pinned)
+        x.extend(int(all(t in pinned for t in self.plan.layer_persistent[layer])) for layer in self.pin_layers)
         return np.array(x, dtype=int)
 
     def decode(self, x: Iterable[int], *, tidy: bool = True) -> Schedule:
-        policy, cores = self.split(x)
-        return decode_genes(self.instance, policy, cores, tidy=tidy)
+        policy, cores, pins = self.split(x)
+        return decode_genes(self.instance, policy, cores, pins, tidy=tidy)
 
     def decode_raw(self, x: Iterable[int]) -> RawSchedule:
         """The decoded schedule as field tuples (the fast path, :mod:`.fast`)."""
-        policy, cores = self.split(x)
-        return decode_raw(self.instance, policy, cores)
+        policy, cores, pins = self.split(x)
+        return decode_raw(self.instance, policy, cores, pins)
 
 
 def violation(instance: Instance, metrics: Metrics | FastMetrics) -> float:

@@ -178,7 +178,7 @@ def run_ga(
 def _initial_rows(instance: Instance, genome: Genome, seed_schedules: list[Schedule], population: int,
                   seed: int) -> np.ndarray:
     """Seeds first (solver schedules, then all-keep / all-offload / all-recompute on the store-all
-    allocation), the rest uniformly random."""
+    allocation, each also with every layer's weights pinned), the rest uniformly random."""
     rows = [genome.genes(decisions_from_schedule(instance, s)) for s in seed_schedules]
     base = genome.genes(default_decisions(instance))
     rows.append(base)
@@ -187,6 +187,11 @@ def _initial_rows(instance: Instance, genome: Genome, seed_schedules: list[Sched
         row = base.copy()
         row[:n] = np.minimum(policy, genome.upper[:n])
         rows.append(row)
+    if genome.pin_layers:  # every layer's weights pinned, each policy
+        for row in rows[-3:]:
+            pinned = row.copy()
+            pinned[genome.size - len(genome.pin_layers):] = 1
+            rows.append(pinned)
     rng = np.random.default_rng(seed)
     while len(rows) < population:
         rows.append(rng.integers(genome.lower, genome.upper + 1))

@@ -28,13 +28,20 @@ The decoder, in the instance's op order (one pass):
   resident tensors it does not read are evicted, the one read again farthest in the
   future first (Belady's rule); one still needed and without a DRAM copy is written
   to DRAM first (not a ``recompute`` one: it is recomputed when needed).
+* pinned persistent tensors (``Decisions.pinned``): one whose readers all run on one
+  core is held in that core's SRAM for the whole iteration (its bytes count there from
+  the start, and are never evicted), and an op whose persistent inputs are all pinned
+  in its SRAM runs at its pinned cost (EV.E1.5); one read on several cores stays in
+  ``persistent_home`` (``meta["repairs"]["unpinned"]``), as does one that a
+  recomputation on another core may read, and one that would leave the SRAM too little
+  room for its largest op (pins are taken in order while they fit).
 
 Each SRAM's events (copies made, copies freed) are laid out in time order, so the
 capacity holds at every instant whenever each op fits with its inputs and outputs.
 When one does not, the schedule holds more than the capacity (the evaluator reports
 it) and ``meta["repairs"]["over_capacity"]`` says where.  Links carry one transfer
 at a time (a transfer takes the earliest gap on the link that delivers first);
-weights stay in ``persistent_home`` (no pinning).  The shared memory is taken to be
+weights not pinned stay in ``persistent_home``.  The shared memory is taken to be
 large enough: its copies stay until the end and its capacity is not managed.
 """
 
@@ -101,19 +108,26 @@ class Decisions:
         its first op.
     meta
         Free-form provenance (the tool that made the decisions, ...).
+    pinned
+        Persistent tensors (weights, gradients, optimizer state) to pin: held in the SRAM
+        of the core that runs every op reading them, for the whole iteration, so that
+        those ops run at their pinned cost (EV.E1.5).  One whose readers run on several
+        cores stays in ``persistent_home`` (the decoder's repair, ``unpinned``).
     """
 
     tensors: Mapping[str, str] = field(default_factory=dict)
     cores: Mapping[str, str] = field(default_factory=dict)
     meta: Mapping[str, Any] = field(default_factory=dict)
+    pinned: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("tensors", "cores", "meta"):
             object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
+        object.__setattr__(self, "pinned", tuple(dict.fromkeys(self.pinned)))
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "tensors": dict(self.tensors),
-                "cores": dict(self.cores), "meta": dict(self.meta)}
+                "cores": dict(self.cores), "pinned": list(self.pinned), "meta": dict(self.meta)}
 
     def validate(self, instance: Instance, *, source: str | None = None) -> Decisions:
         """Check every name against ``instance``; return ``self``.
@@ -140,6 +154,18 @@ class Decisions:
             if policy == _RECOMPUTE and t not in plan.recomputable:
                 raise MonetError(f"tensor {t!r} has no forward producer to rerun (a graph input)",
                                  file=source, field=where, fix='use "keep" or "offload"')
+        for k, t in enumerate(self.pinned):
+            where = f"pinned[{k}]"
+            if t not in plan.persistent_readers:
+                known = t in plan.size
+                raise MonetError(f"tensor {t!r} is {'not a persistent tensor that an op reads' if known else 'not in the graph'}"
+                                 f" of instance {instance.name!r}", file=source, field=where,
+                                 fix="pin only weights, gradients or optimizer state that an op reads: "
+                                     + _some(plan.persistent_readers))
+            if not plan.pins_modelled:
+                raise MonetError(f"instance {instance.name!r} does not model persistent tensors "
+                                 "(persistent_home is None), so nothing can be pinned", file=source,
+                                 field=where, fix='leave "pinned" out, or use a P3 instance')
         for layer, core in self.cores.items():
             where = f"cores.{layer}"
             if layer not in plan.layer_index:
@@ -185,8 +211,12 @@ def decisions_from_dict(data: Mapping[str, Any], *, source: str | None = None,
             raise InputFormatError(f'"{key}" must map names to strings', file=source, field=key,
                                    fix=_FIX)
         tables[key] = table
+    pinned = data.get("pinned", [])
+    if not isinstance(pinned, list) or not all(isinstance(t, str) for t in pinned):
+        raise InputFormatError('"pinned" must be a list of tensor names', file=source, field="pinned", fix=_FIX)
     meta = data.get("meta", {})
-    decisions = Decisions(tables["tensors"], tables["cores"], meta if isinstance(meta, Mapping) else {})
+    decisions = Decisions(tables["tensors"], tables["cores"], meta if isinstance(meta, Mapping) else {},
+                          tuple(pinned))
     return decisions.validate(instance, source=source) if instance is not None else decisions
 
 
@@ -204,7 +234,7 @@ def decisions_from_schedule(instance: Instance, schedule: Schedule) -> Decisions
     The core of a layer is that of the first run of its forward op (its first op when
     it has none).  A saved activation is ``recompute`` if its producer runs twice,
     ``offload`` if some SRAM gets a copy of it back from a non-SRAM memory after
-    having held it before, and ``keep`` otherwise.
+    having held it before, and ``keep`` otherwise.  The schedule's pins are kept.
     """
     plan = plan_of(instance)
     first_run: dict[str, OpRun] = {}
@@ -241,7 +271,8 @@ def decisions_from_schedule(instance: Instance, schedule: Schedule) -> Decisions
             seen.add(memory)
         tensors[t] = policy
     return Decisions(tensors, cores, {"source": "schedule", "heuristic": schedule.meta.get("heuristic")
-                                      or schedule.meta.get("backend")})
+                                      or schedule.meta.get("backend")},
+                     tuple(t for t, _ in schedule.pinned if t in plan.persistent_readers))
 
 
 # ================================================================= per instance
@@ -338,6 +369,24 @@ class DecoderPlan:
             for b in self.capacity:
                 if a != b:
                     self.routes[(a, b)] = tuple(l.id for l in instance.links if l.connects(a, b))
+        # Pinning (EV.E1.5): the ops that read each persistent tensor, the persistent
+        # tensors each op reads, its cycles per core when all of them are pinned there,
+        # and the persistent tensors each layer's ops read (the GA's pin genes).
+        self.pins_modelled = instance.persistent_home is not None
+        self.reads_persistent: list[tuple[str, ...]] = []
+        self.persistent_readers: dict[str, list[int]] = {}
+        self.pinned_cycles: list[dict[str, int]] = []
+        for k, op in enumerate(graph.ops):
+            reads = tuple(t for t in dict.fromkeys(op.inputs) if t in persistent)
+            self.reads_persistent.append(reads)
+            for t in reads:
+                self.persistent_readers.setdefault(t, []).append(k)
+            self.pinned_cycles.append({c: cost.cycles for c, cost in instance.pinned_costs.get(op.id, {}).items()}
+                                      if reads else {})
+        self.work = [sum(self.size[t] for t in touched) for touched in self.touched]  # an op's bytes at once
+        self.layer_persistent = {layer: tuple(dict.fromkeys(t for k in self.ops_of_layer[layer]
+                                                            for t in self.reads_persistent[k]))
+                                 for layer in self.layers}
         self.cycles_cache: dict[tuple[str, str, int], tuple[tuple[str, int], ...]] = {}
         self.reads_cache: dict[tuple[str, ...], ReadsByCore] = {}
         # Per op: (wait_made, updates, hazard_reads, made), or None when all four are empty.
@@ -377,10 +426,14 @@ class DecoderPlan:
                     cross.add(t)
                     if forward:
                         cross_forward.add(t)
+        room: dict[str, int] = {}
+        for k, core in enumerate(core_of):
+            mem = self.memory_of[core]
+            room[mem] = min(room.get(mem, self.capacity[mem]), self.capacity[mem] - self.work[k])
         if len(self.reads_cache) >= READS_CACHE:
             self.reads_cache.clear()
         found = self.reads_cache[key] = ReadsByCore(last_on, last_forward_on, frozenset(cross),
-                                                    frozenset(cross_forward))
+                                                    frozenset(cross_forward), room)
         return found
 
     def core_of_ops(self, cores: Mapping[str, str]) -> list[str]:
@@ -406,6 +459,9 @@ class ReadsByCore:
     last_forward_on: dict[str, dict[str, int]]
     cross: frozenset[str]
     cross_forward: frozenset[str]
+    #: Per SRAM: its capacity less the most bytes one of its ops touches at once (what
+    #: is left for pins).
+    room: dict[str, int]
 
 
 #: How many op-to-core maps :meth:`DecoderPlan.reads_by_core` remembers (a GA's
@@ -446,8 +502,9 @@ def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -
         ``meta`` holds ``heuristic`` (``"decisions"``), the claimed ``latency_cycles``,
         ``recomputations``, and ``repairs``: ``evicted`` (``[tensor, memory, op]`` for
         each Belady eviction), ``over_capacity`` (``[op, memory, bytes]`` where an op
-        did not fit even after evicting everything else) and ``offloaded_instead``
-        (recompute decisions turned into offloads because a weight update came first).
+        did not fit even after evicting everything else), ``offloaded_instead``
+        (recompute decisions turned into offloads because a weight update came first)
+        and ``unpinned`` (pins left out: their readers run on several cores).
 
     Raises
     ------
@@ -459,26 +516,46 @@ def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -
         decisions.validate(instance)
     plan = plan_of(instance)
     policy = [POLICIES.index(decisions.tensors.get(t, _KEEP)) for t in plan.saved]
-    return _Decoder(instance, plan, plan.core_of_ops(decisions.cores), policy, strict=False,
-                    heuristic="decisions").run()
+    return _placed(instance, plan, plan.core_of_ops(decisions.cores), policy, decisions.pinned).run()
 
 
-def decode_raw(instance: Instance, policy: list[int], layer_core: list[str]) -> RawSchedule:
+def decode_raw(instance: Instance, policy: list[int], layer_core: list[str],
+               pins: Iterable[str] = ()) -> RawSchedule:
     """:func:`decode_genes` without building the schedule's objects (the GA's fast path,
     :mod:`monet_ilp.ga.fast`)."""
     plan = plan_of(instance)
-    return _Decoder(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
-                    strict=False, heuristic="decisions").place()
+    raw = _placed(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
+                  pins).placed
+    assert raw is not None
+    return raw
 
 
-def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], *,
+def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], pins: Iterable[str] = (), *,
                  tidy: bool = True) -> Schedule:
     """:func:`decode` from the GA's genes: a policy index (into :data:`POLICIES`) per saved
-    tensor, a core per layer (both in the instance's order); no validation.  ``tidy=False``
-    leaves the schedule's lists in the order they were made (faster; same evaluation)."""
+    tensor, a core per layer (both in the instance's order), the persistent tensors to
+    pin; no validation.  ``tidy=False`` leaves the schedule's lists in the order they
+    were made (faster; same evaluation)."""
     plan = plan_of(instance)
-    return _Decoder(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
-                    strict=False, heuristic="decisions").run(tidy=tidy)
+    return _placed(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
+                   pins).run(tidy=tidy)
+
+
+def _placed(instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int],
+            pins: Iterable[str]) -> _Decoder:
+    """A decoder that has placed every op under ``pins`` less those a recomputation
+    contradicts: a rerun on another core than a pinned input's (EV.E1.5 would find the
+    input missing there).  Each such pin is dropped and the decoding starts again."""
+    pins = list(pins)
+    dropped: list[str] = []
+    while True:
+        decoder = _Decoder(instance, plan, core_of, policy, strict=False, heuristic="decisions", pins=pins)
+        decoder.place()
+        if not decoder.conflicts:
+            decoder.unpinned += dropped
+            return decoder
+        dropped += [t for t in pins if t in decoder.conflicts]
+        pins = [t for t in pins if t not in decoder.conflicts]
 
 
 def list_schedule(instance: Instance, core_of_op: list[str], *, heuristic: str) -> Schedule:
@@ -510,6 +587,10 @@ class RawSchedule(NamedTuple):
     #: Graph inputs nobody reads, freed from the shared memory at time 0.
     unread: tuple[str, ...]
     shared: str
+    #: Persistent tensor -> the SRAM it is pinned in (EV.E1.5).
+    pinned: dict[str, str]
+    #: Indices (in ``runs``) of the runs at their pinned cost.
+    pinned_runs: list[int]
 
     def frees(self) -> list[tuple[int, str, str]]:
         """The fields of each :class:`~monet_ilp.schedule.Free` (time, tensor, memory), in order.
@@ -527,7 +608,7 @@ class _Decoder:
     """
 
     def __init__(self, instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int], *,
-                 strict: bool, heuristic: str):
+                 strict: bool, heuristic: str, pins: Iterable[str] = ()):
         if plan.shared_is_sram:
             raise MonetError("the decoder moves data through a shared memory; this instance starts its "
                              f"inputs in SRAM {plan.shared!r}", field="input_home",
@@ -553,6 +634,38 @@ class _Decoder:
         self.core_free = {c: 0 for c in plan.core_ids}
         self.resident: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
         self.used = {m: 0 for m in plan.memory_of.values()}
+        # Pins (EV.E1.5): a persistent tensor whose readers, reruns included, all run on
+        # one core is held in that core's SRAM all iteration; otherwise it stays in
+        # persistent_home.
+        self.pinned: dict[str, str] = {}
+        self.unpinned: list[str] = []
+        self.conflicts: set[str] = set()  # pinned inputs of a rerun on another core
+        self.placed: RawSchedule | None = None
+        pins = list(pins)
+        reruns = self._rerun_cores() if pins else {}
+        room = dict(where.room)  # per SRAM: what is left for pins next to its largest op
+        for t in pins:
+            readers = plan.persistent_readers.get(t, ())
+            on = {core_of[q] for q in readers}
+            for q in readers:
+                on.update(reruns.get(q, ()))
+            mem = plan.memory_of[next(iter(on))] if len(on) == 1 and plan.pins_modelled else None
+            if mem is not None and plan.size[t] <= room[mem]:
+                self.pinned[t] = mem
+                self.used[mem] += plan.size[t]
+                room[mem] -= plan.size[t]
+            else:
+                self.unpinned.append(t)
+        # Per op: the memory its persistent inputs are all pinned in (its pinned cost
+        # there), or None; the runs placed at their pinned cost (by index in ``runs``).
+        self.pinned_in: list[str | None] | None = None
+        self.pinned_runs: list[int] = []
+        if self.pinned:
+            self.pinned_in = [None] * len(plan.order)
+            for k in {q for t in self.pinned for q in plan.persistent_readers[t]}:
+                held = {self.pinned.get(t) for t in plan.reads_persistent[k]}
+                if len(held) == 1:
+                    self.pinned_in[k] = held.pop()
         # Per memory: tensor -> when a transfer out of it ends (its copy stays until then).
         self.read_until: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
         self.in_shared: dict[str, int] = {t: 0 for t in plan.graph_inputs}
@@ -572,6 +685,30 @@ class _Decoder:
         unread = set(plan.unread_inputs)
         self.shared_copies = [(plan.shared, 0, t) for t in plan.graph_inputs if t not in unread]
         self.lifetimes: list[tuple[str, int, int, str]] = []  # (memory, allocation, free, tensor)
+
+    def _rerun_cores(self) -> dict[int, set[str]]:
+        """The cores each op may be rerun on (a superset): the cores that read a
+        ``recompute`` output of it, and, down the chain, a rerun's cores for the producers
+        of its inputs that it may have to recompute (a ``recompute`` one, or one with no
+        copy written to DRAM)."""
+        plan, core_of = self.plan, self.core_of
+        producer_pos, recomputable = plan.producer_pos, plan.recomputable
+        reruns: dict[int, set[str]] = {}
+        for t, p in self.policy.items():
+            if p == 2 and t in producer_pos:
+                reruns.setdefault(producer_pos[t], set()).update(core_of[q] for q in plan.readers.get(t, ()))
+        for k in range(max(reruns, default=-1), -1, -1):  # producers come before their readers
+            cores = reruns.get(k)
+            if not cores:
+                continue
+            for u in plan.nin[k]:
+                if u in recomputable and (self.policy.get(u) == 2 or u not in self.to_shared):
+                    j = producer_pos[u]
+                    if j in reruns:
+                        reruns[j] |= cores
+                    else:
+                        reruns[j] = set(cores)
+        return reruns
 
     # ------------------------------------------------------------------ links
     def _move(self, tensor: str, src: str, dst: str, ready: int) -> tuple[int, int]:
@@ -755,7 +892,14 @@ class _Decoder:
                 at = self.read_end.get(t, 0)
                 if at > start:
                     start = at
-        end = start + plan.costs[k][core]
+        cycles = plan.costs[k][core]
+        if self.pinned_in is not None:  # EV.E1.5: every persistent input pinned here, the pinned cost
+            if self.pinned_in[k] == mem and core in plan.pinned_cycles[k]:
+                cycles = plan.pinned_cycles[k][core]
+                self.pinned_runs.append(len(self.runs))
+            elif recompute:
+                self.conflicts.update(t for t in plan.reads_persistent[k] if self.pinned.get(t, mem) != mem)
+        end = start + cycles
         number = self.runs_of[k]
         self.runs_of[k] = number + 1
         self.runs.append((start, end, op, number, core))
@@ -781,7 +925,7 @@ class _Decoder:
     # ------------------------------------------------------------------ driver
     def run(self, *, tidy: bool = True) -> Schedule:
         """Decode; ``tidy`` sorts the schedule's lists (the evaluator does not need it)."""
-        raw = self.place()
+        raw = self.placed or self.place()
         runs, transfers, frees = raw.runs, raw.transfers, raw.frees()
         if tidy:
             runs.sort()
@@ -790,9 +934,9 @@ class _Decoder:
         meta = {"heuristic": self.heuristic, "latency_cycles": raw.latency,
                 "recomputations": len(runs) - len(self.plan.order),
                 "repairs": {"evicted": self.evicted, "over_capacity": self.over,
-                            "offloaded_instead": self.offloaded_instead}}
+                            "offloaded_instead": self.offloaded_instead, "unpinned": self.unpinned}}
         return Schedule(_build(OpRun, _RUN_FIELDS, runs), _build(Transfer, _TRANSFER_FIELDS, transfers),
-                        _build(Free, _FREE_FIELDS, frees), meta=meta)
+                        _build(Free, _FREE_FIELDS, frees), pinned=tuple(sorted(self.pinned.items())), meta=meta)
 
     def place(self) -> RawSchedule:
         """Place every op in order; the schedule as the field tuples of its runs, transfers and frees."""
@@ -825,7 +969,9 @@ class _Decoder:
         latency = max([r[1] for r in runs] + [x[1] for x in transfers], default=0)
         held = [(m, a, t) for m, resident in self.alloc.items() for t, a in resident.items()]
         held += self.shared_copies
-        return RawSchedule(runs, transfers, latency, self.lifetimes, held, plan.unread_inputs, plan.shared)
+        self.placed = RawSchedule(runs, transfers, latency, self.lifetimes, held, plan.unread_inputs,
+                                  plan.shared, self.pinned, self.pinned_runs)
+        return self.placed
 
     def _check_fit(self) -> None:
         plan = self.plan

@@ -63,14 +63,18 @@ def test_random_decisions_score_the_same(name):
 
 def test_the_cases_cover_violations_recomputation_offload_and_cores():
     """Across the cases the random decisions hit every behaviour the fast path must match."""
-    seen = {"infeasible": 0, "runtime_limit": 0, "recomputations": 0, "transfers": 0, "cores": 0}
+    seen = {"infeasible": 0, "runtime_limit": 0, "recomputations": 0, "transfers": 0, "cores": 0,
+            "pinned": 0, "unpinned": 0}
     for build in CASES.values():
         instance = build()
         genome = Genome(instance)
         rng = np.random.default_rng(3)
         for _ in range(40):
             x = rng.integers(genome.lower, genome.upper + 1)
-            m = fast_metrics(instance, genome.decode_raw(x))
+            raw = genome.decode_raw(x)
+            m = fast_metrics(instance, raw)
+            seen["pinned"] += bool(raw.pinned)
+            seen["unpinned"] += len(raw.pinned) < len(genome.split(x)[2])
             seen["infeasible"] += not m.feasible
             seen["runtime_limit"] += m.violation_counts.get("runtime_limit", 0)
             seen["recomputations"] += m.recomputations > 0

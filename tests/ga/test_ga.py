@@ -75,7 +75,7 @@ def test_the_same_seed_gives_the_same_front(inst, front):
 def test_a_point_decodes_from_its_decisions(inst, front):
     point = front["points"][0]
     data = {"format": "monet-ilp/decisions", **point["decisions"]}
-    schedule = decode(inst, Decisions(data["tensors"], data["cores"]))
+    schedule = decode(inst, Decisions(data["tensors"], data["cores"], pinned=tuple(data["pinned"])))
     assert evaluate(inst, schedule).latency_cycles == point["latency_cycles"]
 
 

@@ -239,8 +239,11 @@ def restricted(inst):
     ({"format": "monet-ilp/decisions", "cores": {"fc1": "pe_7"}}, ["cores.fc1", "unknown core", "pe_0, pe_1"]),
     ({"format": "monet-ilp/decisions", "cores": {"fc2": "pe_1"}}, ["cores.fc2", "runs none", "pe_0"]),
     ({"format": "monet-ilp/decisions", "cores": ["fc1"]}, ["cores", "map names"]),
+    ({"format": "monet-ilp/decisions", "pinned": "fc1.weight"}, ["pinned", "list of tensor names"]),
+    ({"format": "monet-ilp/decisions", "pinned": ["relu1"]}, ["pinned[0]", "not a persistent tensor"]),
+    ({"format": "monet-ilp/decisions", "pinned": ["fc9.weight"]}, ["pinned[0]", "not in the graph"]),
 ], ids=["format", "policy", "unknown-tensor", "unsaved-tensor", "recompute-input", "layer", "core",
-        "incapable-core", "not-a-map"])
+        "incapable-core", "not-a-map", "pins-not-a-list", "pin-activation", "pin-unknown"])
 def test_bad_decisions_name_file_field_and_fix(tmp_path, data, fragments):
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
@@ -256,3 +259,54 @@ def test_decisions_from_dict_without_an_instance_checks_the_format_only():
     decisions = decisions_from_dict({"format": "monet-ilp/decisions", "tensors": {"x": "keep"}})
     with pytest.raises(MonetError, match="tensors.x"):
         decode(mlp(), decisions)
+
+
+def test_pins_hold_weights_in_sram_at_the_pinned_cost():
+    """Pinning a layer's weights keeps them in its core's SRAM (EV.E1.5): its ops run at
+    their pinned cost, the SRAM holds the bytes all along, and energy falls."""
+    inst = mlp()
+    plan = plan_of(inst)
+    base = default_decisions(inst)
+    pins = tuple(plan.layer_persistent["fc1"])
+    pinned = dataclasses.replace(base, pinned=pins)
+    plain, held = decode(inst, base), decode(inst, pinned)
+    m0, m1 = feasible(inst, plain), feasible(inst, held)
+    core = base.cores["fc1"]
+    memory = next(c.memory for c in inst.cores if c.id == core)
+    assert dict(held.pinned) == dict.fromkeys(pins, memory) and not held.meta["repairs"]["unpinned"]
+    assert m1.energy.total_pj < m0.energy.total_pj
+    assert m1.peak_bytes[memory] >= sum(inst.graph.tensor(t).bytes for t in pins)
+    fc1 = {op.id for op in inst.graph.ops if op.layer == "fc1"}
+    for run in held.ops:
+        cost = inst.cost(run.op, run.core, pinned=run.op in fc1)
+        assert run.end - run.start == cost.cycles
+    assert decisions_from_schedule(inst, held).pinned == tuple(t for t, _ in held.pinned)
+
+
+def test_pins_the_decoder_cannot_honour_are_left_out():
+    """A weight that a recomputation on another core reads, or one that leaves an SRAM no
+    room for its largest op, stays at home (``meta.repairs.unpinned``)."""
+    inst = mlp()
+    # relu1 (made by fc1 on pe_0) is recomputed for dW:fc2 on pe_1: F:fc1 reruns there,
+    # reading fc1.weight, which therefore cannot be pinned on pe_0.
+    decisions = Decisions({"relu1": "recompute"}, {"fc1": "pe_0", "fc2": "pe_1", "head": "pe_1", "loss": "pe_1"},
+                          pinned=("fc1.weight", "fc2.weight"))
+    schedule = decode(inst, decisions)
+    feasible(inst, schedule)
+    assert any(r.op == "F:fc1" and r.core == "pe_1" for r in schedule.ops)
+    assert schedule.meta["repairs"]["unpinned"] == ["fc1.weight"]
+    assert dict(schedule.pinned) == {"fc2.weight": "pe_1.sram"}
+    tight = mlp(sram_budget=TIGHT)  # 9 KiB per SRAM: the weights cannot all stay
+    everything = tuple(plan_of(tight).persistent_readers)
+    schedule = decode(tight, dataclasses.replace(default_decisions(tight), pinned=everything))
+    feasible(tight, schedule)
+    unpinned = schedule.meta["repairs"]["unpinned"]
+    assert unpinned and set(unpinned) | {t for t, _ in schedule.pinned} == set(everything)
+
+
+def test_pins_need_an_instance_that_models_persistent_tensors():
+    graph = zoo.mlp(depth=2, width=64, batch=8, in_features=64)
+    p2 = make_instance(graph, preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P2", budget=1.0)
+    weight = next(t.id for t in graph.tensors if t.persistent)
+    with pytest.raises(MonetError, match="does not model persistent tensors"):
+        Decisions(pinned=(weight,)).validate(p2)
