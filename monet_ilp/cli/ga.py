@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
@@ -18,8 +19,12 @@ from monet_ilp.cli.render import (
     show,
 )
 from monet_ilp.ga.nsga2 import run_ga
+from monet_ilp.ga.refine import refine as refine_loop
 from monet_ilp.instance import Instance
 from monet_ilp.solve import load_hint
+
+if TYPE_CHECKING:
+    from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["ga"]
 
@@ -38,14 +43,19 @@ __all__ = ["ga"]
               help="Processes that decode and evaluate (the result does not depend on it).")
 @click.option("--seed-schedule", "seed_paths", multiple=True, type=click.Path(dir_okay=False),
               help="Seed the population with a schedule, GA result or decisions file (repeatable).")
+@click.option("--refine", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Rounds of GA then CP-SAT: each round's best point hints the solver, whose "
+                   "schedule seeds the next round (0: the GA alone).")
+@click.option("--refine-time", type=SECONDS, default=30.0, show_default=True,
+              help="Seconds of CP-SAT per --refine round.")
 @click.option("--reference-scoring", is_flag=True,
               help="Score every individual with the evaluator itself, not the fast path (slower; "
                    "the same result).")
 @click.option("--out", "-o", type=click.Path(dir_okay=False), default="ga.json", show_default=True,
               help="Write the front (JSON, with each point's decisions and schedule) here.")
 def ga(instance_path: str, objectives: str, generations: int, population: int, seed: int,
-       time_limit: float | None, workers: int, seed_paths: tuple[str, ...], reference_scoring: bool,
-       out: str) -> None:
+       time_limit: float | None, workers: int, seed_paths: tuple[str, ...], refine: int, refine_time: float,
+       reference_scoring: bool, out: str) -> None:
     """MONET-style GA: NSGA-II over keep/offload/recompute and layer-to-core genes (P3).
 
     Every individual is decoded by list scheduling and scored on the fast path (the
@@ -55,6 +65,9 @@ def ga(instance_path: str, objectives: str, generations: int, population: int, s
     inst = Instance.load(instance_path)
     names = tuple(o.strip() for o in objectives.split(",") if o.strip())
     seeds = [load_hint(p, inst) for p in seed_paths]
+    if refine:
+        _refine(inst, names, refine, refine_time, generations, population, seed, workers, seeds, out)
+        return
     with progress_bar("GA", generations, counts=True) as progress:
         result = run_ga(inst, names, generations=generations, population=population, seed=seed,
                         seed_schedules=seeds, time_limit=time_limit, workers=workers, progress=progress,
@@ -77,3 +90,29 @@ def ga(instance_path: str, objectives: str, generations: int, population: int, s
                   f"repeats answered from the cache; stopped by {result['stopped']}", highlight=False)
     err_console.print(f"wrote {out}")
     exit_unless(any(p["feasible"] for p in result["points"]))
+
+
+def _refine(inst: Instance, names: tuple[str, ...], rounds: int, solver_time: float, generations: int,
+            population: int, seed: int, workers: int, seeds: list[Schedule | Sequence], out: str) -> None:
+    """``ga --refine``: GA rounds and CP-SAT runs in one loop (:mod:`monet_ilp.ga.refine`)."""
+    with progress_bar("GA + CP-SAT", rounds, counts=True) as progress:
+        result = refine_loop(inst, rounds, names, generations=generations, population=population, seed=seed,
+                             solver_time=solver_time, workers=workers, seed_schedules=seeds, progress=progress)
+    Path(out).write_text(json.dumps(result) + "\n")
+    table = Table(title=f"GA + CP-SAT on {inst.name}: {rounds} rounds of {generations} generations x "
+                        f"{population} and {solver_time:g} s of CP-SAT ({inst.objective})")
+    for col in ("round", "GA best", "CP-SAT", "CP-SAT objective", "bound", "best so far", "gap"):
+        table.add_column(col, justify="right")
+    for row in result["refine"]:
+        table.add_row(str(row["round"]), _num(row["ga_best"]), row["solver_status"], _num(row["solver_objective"]),
+                      _num(row["solver_bound"]), _num(row["best"]),
+                      "-" if row["gap"] is None else f"{100 * row['gap']:.2f} %")
+    show(table)
+    console.print(f"{len(result['points'])} points on the front ({', '.join(sorted({p['source'] for p in result['points']}))}); "
+                  f"every one checked by the evaluator", highlight=False)
+    err_console.print(f"wrote {out}")
+    exit_unless(any(p["feasible"] for p in result["points"]))
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:,}"

@@ -33,7 +33,10 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "run_ga"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "POINT_KEYS", "point_of", "run_ga"]
+
+#: The key of each objective in a point of the front file.
+POINT_KEYS = {"latency": "latency_cycles", "energy": "energy_pj"}
 
 FORMAT_NAME = GA_FORMAT
 FORMAT_VERSION = 1
@@ -238,18 +241,27 @@ def _point(instance: Instance, genome: Genome, objectives: tuple[str, ...], kind
         if witnessed != cache[payload]:
             raise AssertionError(f"the GA scored an individual {cache[payload]} (objectives, violation, "
                                  f"objective) and the evaluator says {witnessed}; this is a bug")
+    return point_of(instance, metrics, kind, decisions.to_dict())
+
+
+def point_of(instance: Instance, metrics: Metrics, source: str,
+             decisions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A point of the front file: a schedule the evaluator has checked (``metrics``), its
+    decisions (read from the schedule unless given) and where it came from."""
+    if decisions is None:
+        decisions = decisions_from_schedule(instance, metrics.schedule).to_dict()
     return {
         "latency_cycles": metrics.latency_cycles,
         "energy_pj": metrics.energy.total_pj,
         "objective_value": metrics.objective_value,
         "feasible": metrics.feasible,
-        "source": kind,
+        "source": source,
         "recomputations": metrics.recomputations,
         "transfers": metrics.transfers,
-        "decisions": decisions.to_dict(),
+        "decisions": decisions,
         # Stamped like solve()'s schedules: where it came from, and for which instance.
         "schedule": {**metrics.schedule.to_dict(),
-                     "meta": {**metrics.schedule.meta, "source": f"ga:{kind}",
+                     "meta": {**metrics.schedule.meta, "source": f"ga:{source}",
                               "instance": instance.fingerprint}},
     }
 

@@ -1,0 +1,137 @@
+"""The GA and CP-SAT in one loop: ``monet-ilp ga --refine N``.
+
+Each round runs the GA (:func:`~monet_ilp.ga.nsga2.run_ga`) with the schedules found
+so far in its initial population, then gives the round's best point (by the instance's
+objective) to the ``cpsat`` backend as its hint; the solver's schedule and the GA's
+best seed the next round.  The solver improves what the GA found and certifies a bound;
+the GA spreads the solver's schedule along the latency/energy front.
+
+The result has the GA's file format (:data:`~monet_ilp.ga.nsga2.FORMAT_NAME`): the
+non-dominated feasible points of every round and of every solver schedule (``source``
+``ga``, ``seed`` or ``cpsat``), each evaluated by the reference evaluator, plus
+``refine``: one row per round (the GA's best, the solver's status, objective, bound and
+gap) and ``bound``, the best bound the solver proved on the instance's objective.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from collections.abc import Sequence as Seq
+from typing import TYPE_CHECKING, Any
+
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.ga.nsga2 import FORMAT_NAME, FORMAT_VERSION, POINT_KEYS, point_of, run_ga
+from monet_ilp.results import gap_of, non_dominated
+from monet_ilp.schedule import schedule_from_dict
+from monet_ilp.solve import solve
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule, Sequence
+
+__all__ = ["refine"]
+
+Progress = Callable[[int, int, str], None]
+
+
+def refine(
+    instance: Instance,
+    rounds: int = 3,
+    objectives: Seq[str] = ("latency", "energy"),
+    *,
+    generations: int = 30,
+    population: int = 32,
+    seed: int = 1,
+    solver_time: float = 30.0,
+    workers: int = 1,
+    seed_schedules: Seq[Schedule | Sequence] = (),
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Alternate GA rounds and CP-SAT runs hinted with the GA's best (module docstring).
+
+    Parameters
+    ----------
+    instance
+        A P3 instance.
+    rounds
+        GA + solver rounds.
+    objectives
+        The GA's objectives (``latency``, ``energy``).
+    generations, population
+        Of each GA round.
+    seed
+        Round ``r`` runs the GA with seed ``seed + r``.
+    solver_time
+        Seconds for each CP-SAT run.
+    workers
+        GA processes and CP-SAT workers.
+    seed_schedules
+        Schedules for the first round's initial population.
+    progress
+        Called as ``progress(done, rounds, message)`` after each round.
+
+    Returns
+    -------
+    dict
+        The GA's JSON format plus ``refine`` (per round: ``round``, ``ga_best``,
+        ``ga_evaluations``, ``ga_seconds``, ``solver_status``, ``solver_objective``,
+        ``solver_bound``, ``solver_seconds``, ``best``, ``gap``), ``bound`` and ``gap``.
+    """
+    if rounds < 1:
+        raise MonetError(f"refine rounds {rounds}", field="refine", fix="use 1 or more rounds")
+    began = time.perf_counter()
+    seeds: list[Schedule | Sequence] = list(seed_schedules)
+    candidates: list[dict[str, Any]] = []
+    history: list[dict[str, Any]] = []
+    bound: int | float | None = None
+    best_value: int | float | None = None
+    evaluations = 0
+    for r in range(rounds):
+        ga = run_ga(instance, objectives, generations=generations, population=population, seed=seed + r,
+                    seed_schedules=seeds, workers=workers)
+        evaluations += ga["evaluations"]
+        candidates += [p for p in ga["points"] if p["feasible"]]
+        top = min(ga["points"], key=lambda p: (not p["feasible"], p["objective_value"]), default=None)
+        hint = None if top is None else schedule_from_dict(top["schedule"])
+        result = solve(instance, "cpsat", time_limit=solver_time, workers=workers, hint=hint)
+        seeds = [] if hint is None or top is None or not top["feasible"] else [hint]
+        if result.schedule is not None and result.metrics is not None and result.metrics.feasible:
+            seeds.insert(0, result.schedule)
+            candidates.append(point_of(instance, evaluate(instance, result.schedule), "cpsat"))
+        if result.bound is not None:
+            bound = result.bound if bound is None else max(bound, result.bound)
+        values = [p["objective_value"] for p in candidates]
+        best_value = min(values) if values else None
+        history.append({
+            "round": r + 1,
+            "ga_best": None if top is None or not top["feasible"] else top["objective_value"],
+            "ga_evaluations": ga["evaluations"], "ga_seconds": ga["seconds"],
+            "solver_status": str(result.status), "solver_objective": result.objective,
+            "solver_bound": result.bound, "solver_seconds": round(result.wall_time_s, 3),
+            "best": best_value, "gap": gap_of(best_value, bound),
+        })
+        if progress is not None:
+            progress(r + 1, rounds, f"round {r + 1}/{rounds}: best {best_value}, bound {bound}")
+    keys = [POINT_KEYS[o] for o in objectives]
+    front = non_dominated(candidates, key=lambda p: tuple(p[k] for k in keys), keep_equal=False)
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "instance": instance.name,
+        "instance_fingerprint": instance.fingerprint,
+        "instance_objective": str(instance.objective),
+        "objectives": list(objectives),
+        "generations": generations,
+        "population": population,
+        "seed": seed,
+        "stopped": "rounds",
+        "workers": workers,
+        "evaluations": evaluations,
+        "seconds": round(time.perf_counter() - began, 3),
+        "refine": history,
+        "bound": bound,
+        "gap": gap_of(best_value, bound),
+        "points": sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"])),
+    }
