@@ -58,7 +58,9 @@ def _chen_sqrt(instance: Instance, core_of_layer: dict[str, str]) -> Schedule:
     recomputable = [t for t in plan.saved if t in plan.recomputable]
     step = max(1, math.isqrt(len(recomputable)) + (0 if math.isqrt(len(recomputable)) ** 2 == len(recomputable) else 1))
     tensors = {t: ("keep" if k % step == 0 else "recompute") for k, t in enumerate(recomputable)}
-    return decode(instance, Decisions(tensors, core_of_layer, {"tool": "chen-sqrt"}))
+    schedule = decode(instance, Decisions(tensors, core_of_layer, {"tool": "chen-sqrt"}))
+    assert isinstance(schedule, Schedule)  # the demo's instance is P3: a timed schedule
+    return schedule
 
 
 def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float = 45.0,

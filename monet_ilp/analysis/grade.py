@@ -64,7 +64,7 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
     return [(Path(path).stem, schedule)]
 
 
-def _decode(decisions: dict[str, Any], instance: Instance, source: str) -> Schedule:
+def _decode(decisions: dict[str, Any], instance: Instance, source: str) -> Schedule | Sequence:
     data = dict(decisions)
     data.setdefault("format", DECISIONS_FORMAT)
     return decode(instance, decisions_from_dict(data, source=source, instance=instance))

@@ -44,10 +44,10 @@ __all__ = ["ga"]
 @click.option("--seed-schedule", "seed_paths", multiple=True, type=click.Path(dir_okay=False),
               help="Seed the population with a schedule, GA result or decisions file (repeatable).")
 @click.option("--refine", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Rounds of GA then CP-SAT: each round's best point hints the solver, whose "
-                   "schedule seeds the next round (0: the GA alone).")
+              help="Rounds of GA then the solver (auto: CP-SAT on P2/P3): each round's best point hints "
+                   "the solver, whose schedule seeds the next round (0: the GA alone).")
 @click.option("--refine-time", type=SECONDS, default=30.0, show_default=True,
-              help="Seconds of CP-SAT per --refine round.")
+              help="Seconds of the solver per --refine round.")
 @click.option("--reference-scoring", is_flag=True,
               help="Score every individual with the evaluator itself, not the fast path (slower; "
                    "the same result).")
@@ -56,7 +56,9 @@ __all__ = ["ga"]
 def ga(instance_path: str, objectives: str, generations: int, population: int, seed: int,
        time_limit: float | None, workers: int, seed_paths: tuple[str, ...], refine: int, refine_time: float,
        reference_scoring: bool, out: str) -> None:
-    """MONET-style GA: NSGA-II over keep/offload/recompute and layer-to-core genes (P3).
+    """MONET-style GA: NSGA-II over keep/offload/recompute, layer-to-core and pin genes.
+
+    On P3 every gene; on P2 (one core) keep/offload/recompute; on P1 keep/recompute.
 
     Every individual is decoded by list scheduling and scored on the fast path (the
     evaluator's metrics without building the schedule); the front of non-dominated
@@ -84,7 +86,7 @@ def ga(instance_path: str, objectives: str, generations: int, population: int, s
                       p["source"] + ("" if p["feasible"] else " (INFEASIBLE)"))
     show(table)
     rate = result["evaluations_per_second"] or 0
-    how = "decode + evaluator" if reference_scoring else "decode + fast scoring"
+    how = "decode + evaluator" if result["scoring"] == "reference" else "decode + fast scoring"
     console.print(f"{result['evaluations']:,} evaluations ({how}) in "
                   f"{result['seconds']:.2f} s: {rate:,.0f} per second; {result['cache_hits']:,} "
                   f"repeats answered from the cache; stopped by {result['stopped']}", highlight=False)
@@ -94,14 +96,14 @@ def ga(instance_path: str, objectives: str, generations: int, population: int, s
 
 def _refine(inst: Instance, names: tuple[str, ...], rounds: int, solver_time: float, generations: int,
             population: int, seed: int, workers: int, seeds: list[Schedule | Sequence], out: str) -> None:
-    """``ga --refine``: GA rounds and CP-SAT runs in one loop (:mod:`monet_ilp.ga.refine`)."""
-    with progress_bar("GA + CP-SAT", rounds, counts=True) as progress:
+    """``ga --refine``: GA rounds and solver runs in one loop (:mod:`monet_ilp.ga.refine`)."""
+    with progress_bar("GA + solver", rounds, counts=True) as progress:
         result = refine_loop(inst, rounds, names, generations=generations, population=population, seed=seed,
                              solver_time=solver_time, workers=workers, seed_schedules=seeds, progress=progress)
     Path(out).write_text(json.dumps(result) + "\n")
-    table = Table(title=f"GA + CP-SAT on {inst.name}: {rounds} rounds of {generations} generations x "
-                        f"{population} and {solver_time:g} s of CP-SAT ({inst.objective})")
-    for col in ("round", "GA best", "CP-SAT", "CP-SAT objective", "bound", "best so far", "gap"):
+    table = Table(title=f"GA + solver on {inst.name}: {rounds} rounds of {generations} generations x "
+                        f"{population} and {solver_time:g} s of the solver ({inst.objective})")
+    for col in ("round", "GA best", "solver", "solver objective", "bound", "best so far", "gap"):
         table.add_column(col, justify="right")
     for row in result["refine"]:
         table.add_row(str(row["round"]), _num(row["ga_best"]), row["solver_status"], _num(row["solver_objective"]),

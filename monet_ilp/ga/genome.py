@@ -1,14 +1,16 @@
 """The GA's genome and its scoring: genes <-> decisions, decoding, pymoo's constraint violation.
 
 Each individual is a :class:`~monet_ilp.heuristics.decisions.Decisions`, decoded into
-a timed schedule by the list scheduler of :mod:`monet_ilp.heuristics.decisions` and
-scored by the evaluator (:func:`monet_ilp.evaluate.evaluate`), the same witness every
-backend answers to.
+a timed schedule by the list scheduler of :mod:`monet_ilp.heuristics.decisions` (P2,
+P3), or into a Sequence by on-demand rematerialisation (P1,
+:func:`~monet_ilp.heuristics.decisions.decode_sequence`), and scored by the evaluator
+(:func:`monet_ilp.evaluate.evaluate`), the same witness every backend answers to.
 
 Genes (integers, pymoo's ``vtype=int``):
 
 * one per saved activation (``TrainingGraph.saved_tensors`` order): 0 keep,
-  1 offload, 2 recompute (0-1 for graph inputs, which have no producer to rerun);
+  1 offload, 2 recompute (0-1 for graph inputs, which have no producer to rerun); on
+  P1, with no memory to offload to, 0 keep and 1 recompute (0 for graph inputs);
 * one per layer (order of first appearance): an index into the cores that run the
   layer's first op;
 * one per layer whose ops read persistent tensors, when the instance models them
@@ -51,12 +53,13 @@ from monet_ilp.heuristics.decisions import (
     RawSchedule,
     decode_genes,
     decode_raw,
+    decode_sequence,
     plan_of,
 )
 from monet_ilp.instance import Instance
 
 if TYPE_CHECKING:
-    from monet_ilp.schedule import Schedule
+    from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["OBJECTIVES", "Genes", "Genome", "Score", "Scorer", "score_genes", "violation"]
 
@@ -77,10 +80,15 @@ class Genome:
         plan = plan_of(instance)
         self.instance, self.plan = instance, plan
         self.n_saved = len(plan.saved)
+        self.sequence_form = plan.sequence_form
+        # The policies (indices into POLICIES) each saved activation's gene ranges over.
+        offload = () if plan.sequence_form else (POLICIES.index("offload"),)
+        self.choices = [(0, *offload, *((POLICIES.index("recompute"),) if t in plan.recomputable else ()))
+                        for t in plan.saved]
         self.layer_cores = [plan.layer_cores[layer] for layer in plan.layers]
         self.pin_layers = [layer for layer in plan.layers if plan.layer_persistent[layer]] \
             if plan.pins_modelled else []
-        self.upper = np.array([2 if t in plan.recomputable else 1 for t in plan.saved]
+        self.upper = np.array([len(c) - 1 for c in self.choices]
                               + [len(cores) - 1 for cores in self.layer_cores]
                               + [1] * len(self.pin_layers), dtype=int)
         self.lower = np.zeros_like(self.upper)
@@ -97,7 +105,7 @@ class Genome:
         layer_persistent = self.plan.layer_persistent
         pins = [t for layer, g in zip(self.pin_layers, genes[m:], strict=True) if g
                 for t in layer_persistent[layer]]
-        return genes[:n], chosen, pins
+        return [c[g] for c, g in zip(self.choices, genes[:n], strict=True)], chosen, pins
 
     def decisions(self, x: Iterable[int]) -> Decisions:
         policy, cores, pins = self.split(x)
@@ -105,9 +113,10 @@ class Genome:
                          dict(zip(self.plan.layers, cores, strict=True)), {"source": "ga"}, tuple(pins))
 
     def genes(self, decisions: Decisions) -> Genes:
-        """The gene vector of ``decisions`` (unknown entries: keep, first core)."""
-        x = [min(POLICIES.index(decisions.tensors.get(t, "keep")), int(self.upper[i]))
-             for i, t in enumerate(self.plan.saved)]
+        """The gene vector of ``decisions`` (unknown entries, or a policy the gene lacks: keep,
+        first core)."""
+        wanted = [POLICIES.index(decisions.tensors.get(t, "keep")) for t in self.plan.saved]
+        x = [c.index(p) if p in c else 0 for c, p in zip(self.choices, wanted, strict=True)]
         for layer, cores in zip(self.plan.layers, self.layer_cores, strict=True):
             core = decisions.cores.get(layer)
             x.append(cores.index(core) if core in cores else 0)
@@ -115,12 +124,17 @@ class Genome:
         x.extend(int(all(t in pinned for t in self.plan.layer_persistent[layer])) for layer in self.pin_layers)
         return np.array(x, dtype=int)
 
-    def decode(self, x: Iterable[int], *, tidy: bool = True) -> Schedule:
+    def decode(self, x: Iterable[int], *, tidy: bool = True) -> Schedule | Sequence:
+        """The schedule of a gene vector: timed (P2, P3), or a Sequence (P1)."""
+        if self.sequence_form:
+            return decode_sequence(self.instance, self.decisions(x))
         policy, cores, pins = self.split(x)
         return decode_genes(self.instance, policy, cores, pins, tidy=tidy)
 
     def decode_raw(self, x: Iterable[int]) -> RawSchedule:
-        """The decoded schedule as field tuples (the fast path, :mod:`.fast`)."""
+        """The decoded schedule as field tuples (the fast path, :mod:`.fast`; P2 and P3)."""
+        if self.sequence_form:
+            raise ValueError("a P1 genome decodes into a Sequence: use decode()")
         policy, cores, pins = self.split(x)
         return decode_raw(self.instance, policy, cores, pins)
 
@@ -147,7 +161,7 @@ def score_genes(instance: Instance, genome: Genome, objectives: tuple[str, ...],
     Returns the objective values, pymoo's ``G`` and the instance's own objective.
     """
     metrics: Metrics | FastMetrics
-    if fast:
+    if fast and not genome.sequence_form:  # P1's Sequences go to the evaluator
         metrics = fast_metrics(instance, genome.decode_raw(x))
     else:
         metrics = evaluate(instance, genome.decode(x, tidy=False))

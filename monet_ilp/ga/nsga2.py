@@ -1,6 +1,6 @@
 """A MONET-style genetic algorithm: NSGA-II (pymoo) over keep/offload/recompute and core genes.
 
-A heuristic backend of P3 (Instance -> verified Schedules on a latency/energy
+A heuristic backend of P1-P3 (Instance -> verified Schedules on a latency/energy
 front).  The genome, its decoding and its scoring are :mod:`.genome`; this module is
 the search and the file it writes (:data:`FORMAT_NAME`, documented by :func:`run_ga`).
 
@@ -26,6 +26,7 @@ import numpy as np
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.ga.genome import OBJECTIVES, Genes, Genome, Score, Scorer, violation
+from monet_ilp.heuristics.checkpointing import chen_greedy_sequence, chen_sqrt_sequence
 from monet_ilp.heuristics.decisions import decisions_from_schedule, default_decisions
 from monet_ilp.results import GA_FORMAT, non_dominated
 
@@ -62,7 +63,7 @@ def run_ga(
     Parameters
     ----------
     instance
-        A P3 instance (graph inputs in a shared DRAM).
+        A P1, P2 or P3 instance (the genes of each: :mod:`.genome`).
     objectives
         One or both of ``"latency"`` and ``"energy"`` (the evaluator's values).
     generations, population
@@ -173,16 +174,24 @@ def run_ga(
         "cache_hits": scorer.hits,
         "seconds": round(searched, 3),
         "evaluations_per_second": round(scorer.evaluations / searched, 1) if searched > 0 else None,
-        "scoring": "fast" if fast else "reference",
+        "scoring": "fast" if fast and not genome.sequence_form else "reference",
         "points": points,
     }
 
 
 def _initial_rows(instance: Instance, genome: Genome, seed_schedules: list[Schedule], population: int,
                   seed: int) -> np.ndarray:
-    """Seeds first (solver schedules, then all-keep / all-offload / all-recompute on the store-all
-    allocation, each also with every layer's weights pinned), the rest uniformly random."""
+    """Seeds first (solver schedules; on P1 Chen's greedy and sqrt(n) checkpointing; then
+    all-keep / all-offload / all-recompute on the store-all allocation, each also with every
+    layer's weights pinned), the rest uniformly random."""
     rows = [genome.genes(decisions_from_schedule(instance, s)) for s in seed_schedules]
+    if genome.sequence_form:  # P1: Chen's checkpointing decisions too (greedy, then sqrt(n))
+        for make in (chen_greedy_sequence, chen_sqrt_sequence):
+            try:
+                timed = evaluate(instance, make(instance)).schedule
+            except MonetError:
+                continue
+            rows.append(genome.genes(decisions_from_schedule(instance, timed)))
     base = genome.genes(default_decisions(instance))
     rows.append(base)
     n = genome.n_saved

@@ -1,14 +1,14 @@
-"""The GA and CP-SAT in one loop: ``monet-ilp ga --refine N``.
+"""The GA and the exact solver in one loop: ``monet-ilp ga --refine N``.
 
 Each round runs the GA (:func:`~monet_ilp.ga.nsga2.run_ga`) with the schedules found
 so far in its initial population, then gives the round's best point (by the instance's
-objective) to the ``cpsat`` backend as its hint; the solver's schedule and the GA's
-best seed the next round.  The solver improves what the GA found and certifies a bound;
+objective) to the default backend (``auto``: CP-SAT on P2 and P3, the portfolio on P1)
+as its hint; the solver's schedule and the GA's best seed the next round.  The solver improves what the GA found and certifies a bound;
 the GA spreads the solver's schedule along the latency/energy front.
 
 The result has the GA's file format (:data:`~monet_ilp.ga.nsga2.FORMAT_NAME`): the
 non-dominated feasible points of every round and of every solver schedule (``source``
-``ga``, ``seed`` or ``cpsat``), each evaluated by the reference evaluator, plus
+``ga``, ``seed`` or ``solver``), each evaluated by the reference evaluator, plus
 ``refine``: one row per round (the GA's best, the solver's status, objective, bound and
 gap) and ``bound``, the best bound the solver proved on the instance's objective.
 """
@@ -49,7 +49,7 @@ def refine(
     seed_schedules: Seq[Schedule | Sequence] = (),
     progress: Progress | None = None,
 ) -> dict[str, Any]:
-    """Alternate GA rounds and CP-SAT runs hinted with the GA's best (module docstring).
+    """Alternate GA rounds and solver runs hinted with the GA's best (module docstring).
 
     Parameters
     ----------
@@ -64,9 +64,9 @@ def refine(
     seed
         Round ``r`` runs the GA with seed ``seed + r``.
     solver_time
-        Seconds for each CP-SAT run.
+        Seconds for each solver run.
     workers
-        GA processes and CP-SAT workers.
+        GA processes and solver workers.
     seed_schedules
         Schedules for the first round's initial population.
     progress
@@ -95,11 +95,11 @@ def refine(
         candidates += [p for p in ga["points"] if p["feasible"]]
         top = min(ga["points"], key=lambda p: (not p["feasible"], p["objective_value"]), default=None)
         hint = None if top is None else schedule_from_dict(top["schedule"])
-        result = solve(instance, "cpsat", time_limit=solver_time, workers=workers, hint=hint)
+        result = solve(instance, "auto", time_limit=solver_time, workers=workers, hint=hint)
         seeds = [] if hint is None or top is None or not top["feasible"] else [hint]
         if result.schedule is not None and result.metrics is not None and result.metrics.feasible:
             seeds.insert(0, result.schedule)
-            candidates.append(point_of(instance, evaluate(instance, result.schedule), "cpsat"))
+            candidates.append(point_of(instance, evaluate(instance, result.schedule), "solver"))
         if result.bound is not None:
             bound = result.bound if bound is None else max(bound, result.bound)
         values = [p["objective_value"] for p in candidates]

@@ -50,7 +50,8 @@ from __future__ import annotations
 import json
 import weakref
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
+from collections.abc import Sequence as Seq
 from dataclasses import dataclass, field
 from operator import attrgetter
 from pathlib import Path
@@ -59,8 +60,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph.ir import OpKind, read_json
+from monet_ilp.heuristics.checkpointing import plan_order, rematerialize
+from monet_ilp.heuristics.liveness import place_releases, replay
 from monet_ilp.heuristics.store_all import store_all_schedule
-from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
+from monet_ilp.schedule import Free, OpRun, Schedule, Sequence, Transfer
 
 if TYPE_CHECKING:
     from monet_ilp.instance import Instance
@@ -78,6 +81,7 @@ __all__ = [
     "decode",
     "decode_genes",
     "decode_raw",
+    "decode_sequence",
     "default_decisions",
     "list_schedule",
     "load_decisions",
@@ -154,6 +158,9 @@ class Decisions:
             if policy == _RECOMPUTE and t not in plan.recomputable:
                 raise MonetError(f"tensor {t!r} has no forward producer to rerun (a graph input)",
                                  file=source, field=where, fix='use "keep" or "offload"')
+            if policy == _OFFLOAD and plan.sequence_form:
+                raise MonetError(f"instance {instance.name!r} has one memory (P1): tensor {t!r} cannot be "
+                                 "offloaded", file=source, field=where, fix='use "keep" or "recompute"')
         for k, t in enumerate(self.pinned):
             where = f"pinned[{k}]"
             if t not in plan.persistent_readers:
@@ -361,8 +368,18 @@ class DecoderPlan:
         self.core_ids = tuple(c.id for c in instance.cores)
         self.memory_of = {c.id: c.memory for c in instance.cores}
         self.capacity = {m.id: m.capacity_bytes for m in instance.memories}
-        self.shared = instance.input_home
-        self.shared_is_sram = instance.memory(self.shared).kind == "sram"
+        # The shared memory data crosses and is offloaded to: the inputs' home (DRAM, P3),
+        # or, when the inputs start in the one core's SRAM (P2), the memory it offloads to.
+        self.input_home = instance.input_home
+        self.inputs_in_sram = instance.memory(self.input_home).kind == "sram"
+        self.shared: str | None = None if self.inputs_in_sram else self.input_home
+        if self.inputs_in_sram and len(instance.cores) == 1 and instance.cores[0].memory == self.input_home:
+            self.shared = next((m.id for m in instance.memories if m.id != self.input_home and any(
+                link.connects(self.input_home, m.id) for link in instance.links)), None)
+        # P1: one core, its SRAM holds everything, nothing to offload to: the decisions
+        # are keep / recompute, and a decoding is a Sequence (:func:`decode_sequence`).
+        self.sequence_form = self.shared is None and len(instance.cores) == 1 and \
+            instance.cores[0].memory == self.input_home
         self.links = {l.id: l for l in instance.links}
         self.routes: dict[tuple[str, str], tuple[str, ...]] = {}
         for a in self.capacity:
@@ -485,7 +502,7 @@ def plan_of(instance: Instance) -> DecoderPlan:
 
 
 # ======================================================================= decode
-def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -> Schedule:
+def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -> Schedule | Sequence:
     """List-schedule ``instance`` under ``decisions`` (see the module docstring).
 
     Parameters
@@ -498,8 +515,9 @@ def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -
 
     Returns
     -------
-    Schedule
-        ``meta`` holds ``heuristic`` (``"decisions"``), the claimed ``latency_cycles``,
+    Schedule or Sequence
+        On a P1 instance, :func:`decode_sequence`'s Sequence.  Otherwise a timed
+        schedule whose ``meta`` holds ``heuristic`` (``"decisions"``), the claimed ``latency_cycles``,
         ``recomputations``, and ``repairs``: ``evicted`` (``[tensor, memory, op]`` for
         each Belady eviction), ``over_capacity`` (``[op, memory, bytes]`` where an op
         did not fit even after evicting everything else), ``offloaded_instead``
@@ -515,8 +533,29 @@ def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -
     if validate:
         decisions.validate(instance)
     plan = plan_of(instance)
+    if plan.sequence_form:
+        return decode_sequence(instance, decisions)
     policy = [POLICIES.index(decisions.tensors.get(t, _KEEP)) for t in plan.saved]
     return _placed(instance, plan, plan.core_of_ops(decisions.cores), policy, decisions.pinned).run()
+
+
+def decode_sequence(instance: Instance, decisions: Decisions) -> Sequence:
+    """A P1 instance's decoding: the ops in order, each saved activation kept or recomputed.
+
+    The on-demand rematerialisation of :func:`~monet_ilp.heuristics.checkpointing.rematerialize`
+    (optimizer ops last): a ``recompute`` activation is dropped after its last reader of
+    the forward pass and recomputed, depth first, when a backward op reads it; every
+    other one is kept until its last reader.  Frees follow P1's node-level values
+    (:func:`~monet_ilp.heuristics.liveness.place_releases`).  Nothing is repaired: a
+    schedule over the budget is what the evaluator reports.
+    """
+    graph = instance.graph
+    plan = plan_of(instance)
+    keep = [t for t in plan.saved if decisions.tensors.get(t, _KEEP) != _RECOMPUTE]
+    steps = place_releases(graph, rematerialize(graph, plan_order(graph), keep))
+    cost = replay(instance, steps)
+    return Sequence(steps, meta={"heuristic": "decisions", "recomputations": cost.recomputations,
+                                 "compute_cycles": cost.compute_cycles, "peak_bytes": cost.peak_bytes})
 
 
 def decode_raw(instance: Instance, policy: list[int], layer_core: list[str],
@@ -584,9 +623,9 @@ class RawSchedule(NamedTuple):
     freed: list[tuple[str, int, int, str]]
     #: The copies it never freed, as (memory, allocation time, tensor).
     held: list[tuple[str, int, str]]
-    #: Graph inputs nobody reads, freed from the shared memory at time 0.
+    #: Graph inputs nobody reads, freed from their home memory at time 0.
     unread: tuple[str, ...]
-    shared: str
+    input_home: str
     #: Persistent tensor -> the SRAM it is pinned in (EV.E1.5).
     pinned: dict[str, str]
     #: Indices (in ``runs``) of the runs at their pinned cost.
@@ -596,8 +635,8 @@ class RawSchedule(NamedTuple):
         """The fields of each :class:`~monet_ilp.schedule.Free` (time, tensor, memory), in order.
 
         A free after the makespan is left out (EV.E1.4 keeps the copy until then)."""
-        latency, shared = self.latency, self.shared
-        return [(0, t, shared) for t in self.unread] + [(f, t, m) for m, _, f, t in self.freed if f <= latency]
+        latency, home = self.latency, self.input_home
+        return [(0, t, home) for t in self.unread] + [(f, t, m) for m, _, f, t in self.freed if f <= latency]
 
 
 class _Decoder:
@@ -609,10 +648,11 @@ class _Decoder:
 
     def __init__(self, instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int], *,
                  strict: bool, heuristic: str, pins: Iterable[str] = ()):
-        if plan.shared_is_sram:
-            raise MonetError("the decoder moves data through a shared memory; this instance starts its "
-                             f"inputs in SRAM {plan.shared!r}", field="input_home",
-                             fix="use a P3 instance (inputs in DRAM)")
+        if plan.shared is None:
+            raise MonetError("the decoder moves data through a shared memory (DRAM, or the memory one core "
+                             f"offloads to); this instance starts its inputs in SRAM {plan.input_home!r} "
+                             "and has no memory to offload to", field="input_home",
+                             fix="use a P2 or P3 instance (a P1 instance has keep / recompute decisions only)")
         self.plan, self.core_of, self.strict, self.heuristic = plan, core_of, strict, heuristic
         self.policy = {t: policy[i] for i, t in enumerate(plan.saved) if policy[i]}  # not keep
         # Recompute decisions whose rerun would follow an update of its weights become offloads.
@@ -668,7 +708,7 @@ class _Decoder:
                     self.pinned_in[k] = held.pop()
         # Per memory: tensor -> when a transfer out of it ends (its copy stays until then).
         self.read_until: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
-        self.in_shared: dict[str, int] = {t: 0 for t in plan.graph_inputs}
+        self.in_shared: dict[str, int] = {} if plan.inputs_in_sram else {t: 0 for t in plan.graph_inputs}
         self.made_at: dict[str, int] = {}
         self.read_end: dict[str, int] = {}
         self.runs_of = [0] * len(plan.order)
@@ -683,7 +723,15 @@ class _Decoder:
         self.alloc: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
         # The shared memory's copies (never freed): read graph inputs, and what is written there.
         unread = set(plan.unread_inputs)
-        self.shared_copies = [(plan.shared, 0, t) for t in plan.graph_inputs if t not in unread]
+        read_inputs = [t for t in plan.graph_inputs if t not in unread]
+        if plan.inputs_in_sram:  # they start resident in the one core's SRAM (P2)
+            home = plan.input_home
+            self.shared_copies = []
+            for t in read_inputs:
+                self.resident[home][t] = self.alloc[home][t] = 0
+                self.used[home] += plan.size[t]
+        else:
+            self.shared_copies = [(plan.shared, 0, t) for t in read_inputs]
         self.lifetimes: list[tuple[str, int, int, str]] = []  # (memory, allocation, free, tensor)
 
     def _rerun_cores(self) -> dict[int, set[str]]:
@@ -777,9 +825,11 @@ class _Decoder:
                 return
             if key[0] != _INF and victim not in self.in_shared and self.policy.get(victim) != 2:
                 ready = max(self.cursor[mem], resident[victim])
-                begin, end = self._move(victim, mem, self.plan.shared, ready)
+                shared = self.plan.shared
+                assert shared is not None  # __init__ checked it
+                begin, end = self._move(victim, mem, shared, ready)
                 self.in_shared[victim] = end
-                self.shared_copies.append((self.plan.shared, begin, victim))
+                self.shared_copies.append((shared, begin, victim))
                 until = self.read_until[mem]
                 until[victim] = max(until.get(victim, 0), end)
             self.evicted.append([victim, mem, op])
@@ -809,6 +859,7 @@ class _Decoder:
         if self.used[mem] + size > plan.capacity[mem]:
             self._make_room(mem, size, protected, core, here, plan.order[here])
         cursor = self.cursor[mem]
+        assert plan.shared is not None  # __init__ checked it
         start, end = self._move(t, plan.shared, mem, max(shared_ready, cursor))
         self.resident[mem][t] = end
         self.alloc[mem][t] = start
@@ -945,7 +996,16 @@ class _Decoder:
             self._check_fit()
         policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
         backward, touched, memory_of, shared = plan.backward, plan.touched, plan.memory_of, plan.shared
+        assert shared is not None  # __init__ checked it
         last_on, last_forward_on = self.last_on, self.last_forward_on
+        if plan.inputs_in_sram:  # offloaded graph inputs are written to the shared memory first
+            home = plan.input_home
+            for t in plan.graph_inputs:
+                if policy.get(t) == 1 and t in self.resident[home]:
+                    begin, done = self._move(t, home, shared, 0)
+                    in_shared[t] = done
+                    self.shared_copies.append((shared, begin, t))
+                    self.read_until[home][t] = done
         for k, core in enumerate(self.core_of):
             mem = memory_of[core]
             end = self._run(k, core, k, set(), recompute=False)
@@ -970,7 +1030,7 @@ class _Decoder:
         held = [(m, a, t) for m, resident in self.alloc.items() for t, a in resident.items()]
         held += self.shared_copies
         self.placed = RawSchedule(runs, transfers, latency, self.lifetimes, held, plan.unread_inputs,
-                                  plan.shared, self.pinned, self.pinned_runs)
+                                  plan.input_home, self.pinned, self.pinned_runs)
         return self.placed
 
     def _check_fit(self) -> None:
@@ -990,7 +1050,7 @@ _TRANSFER_FIELDS = ("start", "end", "tensor", "src", "dst", "link")
 _FREE_FIELDS = ("time", "tensor", "memory")
 
 
-def _build(cls: type[_T], names: tuple[str, ...], rows: Sequence[tuple[object, ...]]) -> tuple[_T, ...]:
+def _build(cls: type[_T], names: tuple[str, ...], rows: Seq[tuple[object, ...]]) -> tuple[_T, ...]:
     """Frozen dataclass instances from field tuples, without the per-field ``__setattr__`` of
     their ``__init__`` (2-3x faster; equal, hashable and ordered like any other instance)."""
     new = object.__new__

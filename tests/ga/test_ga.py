@@ -154,3 +154,24 @@ def test_cli_ga_then_solve_with_the_hint_then_grade(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     lines = [line for line in bad.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "d.json" in lines[0] and "tensors.relu1" in lines[0]
+
+
+@pytest.mark.parametrize("problem", ["P1", "P2"])
+def test_the_ga_runs_on_one_core_problems(problem):
+    """P1 (keep / recompute, decoded into a Sequence) and P2 (keep / offload / recompute on
+    one core): the same front file, every point checked by the evaluator and graded."""
+    graph = zoo.resnet18(batch=1)
+    inst = make_instance(graph, preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem=problem, budget=0.7)
+    result = run_ga(inst, generations=4, population=12, seed=2)
+    assert result["scoring"] == ("reference" if problem == "P1" else "fast")
+    points = result["points"]
+    assert points and all(p["feasible"] for p in points)
+    for p in points:
+        metrics = evaluate(inst, schedule_from_dict(p["schedule"]))
+        assert metrics.feasible and metrics.objective_value == p["objective_value"]
+        policies = set(p["decisions"]["tensors"].values())
+        assert policies <= ({"keep", "recompute"} if problem == "P1" else {"keep", "offload", "recompute"})
+    if problem == "P1":  # the GA's genes stop at recompute: no offload on a one-memory instance
+        saved = next(iter(points[0]["decisions"]["tensors"]))
+        with pytest.raises(MonetError, match="cannot be offloaded"):
+            decode(inst, Decisions({saved: "offload"}))

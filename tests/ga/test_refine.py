@@ -52,11 +52,11 @@ def test_cli_refine_writes_a_front_that_grade_reads(tmp_path):
     inst.save(path)
     done = subprocess.run([sys.executable, "-m", "monet_ilp", "ga", str(path), "--refine", "1", "--refine-time", "5",
                            "--generations", "3", "--population", "8", "--out", str(out)],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
-    assert "GA + CP-SAT" in done.stdout and "bound" in done.stdout
+    assert "GA + solver" in done.stdout and "bound" in done.stdout
     data = json.loads(out.read_text())
     assert data["refine"][0]["round"] == 1 and data["points"]
     graded = subprocess.run([sys.executable, "-m", "monet_ilp", "grade", str(out), "--instance", str(path),
-                             "--time-limit", "5"], capture_output=True, text=True, timeout=300)
+                             "--time-limit", "5"], capture_output=True, text=True, timeout=300, check=False)
     assert graded.returncode == 0, graded.stderr
