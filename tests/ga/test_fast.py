@@ -32,6 +32,9 @@ CASES = {
     # Four heterogeneous cores: per-core costs and energies.
     "mlp4_hetero_quad": lambda: make_instance(zoo.mlp(depth=4), preset("hetero_quad"), problem="P3",
                                               objective="energy"),
+    # P2: one core whose SRAM starts with the inputs, offloading to DRAM.
+    "resnet18_P2": lambda: make_instance(zoo.resnet18(batch=1), preset("edge_tpu", n_pe_x=1, n_pe_y=1),
+                                         problem="P2", objective="energy", budget=0.5),
     # A transformer on two cores, with a runtime limit that some decisions break.
     "gpt2_tiny_2x1": lambda: make_instance(zoo.gpt2(preset="tiny"), preset("edge_tpu", n_pe_x=2, n_pe_y=1),
                                            problem="P3", objective="latency", runtime_limit_cycles=2_000_000),
