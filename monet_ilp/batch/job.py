@@ -18,6 +18,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
+from monet_ilp.graph.analysis import inference_graph
 from monet_ilp.graph.load import GENERATED, KINDS, load_graph
 from monet_ilp.hardware.presets import preset
 from monet_ilp.hardware.schema import load_hardware
@@ -120,6 +121,8 @@ class Job:
             main = model[kind].get(GENERATED[kind])
             what = f"{kind}{main}"
         hw = p["hardware"]
+        if model.get("phase") == "inference":
+            what = f"{what} (inference)"
         parts = [what, "-" if hw is None else hw.get("name", "hw"), p["problem"]]
         if p["budget"] is not None:
             parts.append(f"b={p['budget']}")
@@ -131,15 +134,18 @@ class Job:
 
 # ================================================================ building
 def build_graph(model: Mapping[str, Any], path: str | None) -> TrainingGraph:
-    """The training graph of a model spec (one of :data:`monet_ilp.graph.load.KINDS` as its key)."""
+    """The training graph of a model spec (one of :data:`monet_ilp.graph.load.KINDS` as its key);
+    with ``phase: inference``, its forward part (:func:`~monet_ilp.graph.analysis.inference_graph`)."""
     kind = next((k for k in KINDS if k in model), None)
     if kind is None:
         raise MonetError(f"unknown model spec {sorted(model)}", field="model",
                          fix=f"use one of {', '.join(KINDS)}")
     if kind in GENERATED:
-        return load_graph(kind, **dict(model[kind]))
-    source = model[kind] if kind == "zoo" else path or model[kind]
-    return load_graph(kind, source, **dict(model.get("params", {})))
+        graph = load_graph(kind, **dict(model[kind]))
+    else:
+        source = model[kind] if kind == "zoo" else path or model[kind]
+        graph = load_graph(kind, source, **dict(model.get("params", {})))
+    return inference_graph(graph) if model.get("phase") == "inference" else graph
 
 
 def build_hardware(spec: Mapping[str, Any] | None, path: str | None) -> Hardware | None:

@@ -25,6 +25,7 @@ import yaml
 from monet_ilp.batch.job import Job, job_key
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import zoo
+from monet_ilp.graph.analysis import PHASES
 from monet_ilp.graph.load import GENERATED, KINDS, builder
 from monet_ilp.hardware.presets import PRESETS, preset
 from monet_ilp.hardware.schema import load_hardware
@@ -260,7 +261,11 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
                       + (f" (found {', '.join(kinds)})" if kinds else ""),
                       "write e.g. zoo: resnet18, or chain: {length: 8}")
     kind = kinds[0]
-    _unknown_keys(w, entry, (kind, "params", "sweep"), f"{keypath}.")
+    _unknown_keys(w, entry, (kind, "params", "sweep", "phase"), f"{keypath}.")
+    phase = entry.get("phase", "training")
+    if phase not in PHASES:
+        raise w.error(entry, "phase", f"{keypath}.phase", f"unknown phase {phase!r}",
+                      f"use one of {', '.join(PHASES)} (inference: the forward ops alone)")
     value = entry[kind]
     fixed = _params_block(w, entry, keypath)
     path: Path | None = None
@@ -310,6 +315,8 @@ def _model_points(w: _Where, base: Path, entry: Any, keypath: str) -> list[tuple
             spec = {kind: value, "sha256": _sha256(path)}
             if params:
                 spec["params"] = _plain(params)
+        if phase != "training":  # the key only when it is not the default: earlier job keys stay
+            spec["phase"] = phase
         points.append((spec, str(path) if path else None))
     return points
 

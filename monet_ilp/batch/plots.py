@@ -28,9 +28,13 @@ if TYPE_CHECKING:
     from matplotlib.axis import Axis
     from matplotlib.figure import Figure
 
-__all__ = ["gap_histogram_figure", "instance_group", "pareto_front", "pareto_front_figure",
-           "plot_gap_histogram", "plot_pareto_front", "plot_results", "plot_time_to_solve",
-           "time_to_solve_figure"]
+__all__ = ["design_space_figure", "design_space_records", "gap_histogram_figure", "instance_group",
+           "pareto_front", "pareto_front_figure", "plot_design_space", "plot_gap_histogram", "plot_pareto_front",
+           "plot_results", "plot_time_to_solve", "time_to_solve_figure"]
+
+#: The hardware parameters of a design-space point whose product is its peak compute
+#: (MACs per cycle: SIMD units x lanes per PE, times the PEs).
+_COMPUTE_PARAMS = ("simd_units", "lanes", "n_pe_x", "n_pe_y")
 
 #: Job parameters that do not change the instance (they pick the solver or the objective).
 _SOLVER_PARAMS = ("backend", "label", "options", "objective", "alpha", "runtime_limit_cycles", "seed",
@@ -177,16 +181,117 @@ def plot_pareto_front(records: Iterable[Mapping[str, Any]], path: str | Path, ti
     return _save(pareto_front_figure(records, title), path)
 
 
+def model_name(record: Mapping[str, Any]) -> str:
+    """The model of a record: its zoo name, or its kind and file."""
+    model = record["params"]["model"]
+    kind = next(iter(k for k in model if k not in ("params", "sha256", "phase")), "model")
+    value = model[kind]
+    return value if isinstance(value, str) else kind
+
+
+def phase_of(record: Mapping[str, Any]) -> str:
+    phase: str = record["params"]["model"].get("phase", "training")
+    return phase
+
+
+def peak_macs_per_cycle(record: Mapping[str, Any]) -> int | None:
+    """SIMD units x lanes x PEs of a record's preset hardware, or None without them."""
+    hardware = record["params"].get("hardware") or {}
+    params = hardware.get("params") or {}
+    if not all(k in params for k in _COMPUTE_PARAMS):
+        return None
+    total = 1
+    for k in _COMPUTE_PARAMS:
+        total *= int(params[k])
+    return total
+
+
+def design_space_records(records: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Per model, the verified records on several points of one design space (a preset
+    whose compute parameters vary), the best schedule per hardware point and phase."""
+    best: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for r in records:
+        if not is_solved(r) or r.get("latency_cycles") is None or r.get("energy_pj") is None:
+            continue
+        if peak_macs_per_cycle(r) is None:
+            continue
+        key = (model_name(r), phase_of(r), canonical_json(r["params"]["hardware"]))
+        if key not in best or (r["latency_cycles"], r["energy_pj"]) < (best[key]["latency_cycles"],
+                                                                        best[key]["energy_pj"]):
+            best[key] = r
+    by_model: dict[str, list[Mapping[str, Any]]] = {}
+    for (model, _, _), r in best.items():
+        by_model.setdefault(model, []).append(r)
+    return {m: rs for m, rs in by_model.items()
+            if len({canonical_json(r["params"]["hardware"]) for r in rs}) > 1}
+
+
+def design_space_figure(records: Iterable[Mapping[str, Any]], title: str = "") -> Figure:
+    """Energy against latency of one model on every hardware point, one panel per phase
+    (training, inference), coloured by peak compute (MACs per cycle): MONET's design-space
+    figure.  Latency is on a log axis; energy too when it spans more than a factor 3.
+    The Pareto-optimal points are ringed and named (their hardware)."""
+    from matplotlib.colors import LogNorm
+    from matplotlib.ticker import NullFormatter
+
+    records = list(records)
+    phases = [p for p in ("training", "inference") if any(phase_of(r) == p for r in records)]
+    fig = _figure(5.0 * len(phases) + 1.5, 4.4)
+    compute = [peak_macs_per_cycle(r) or 1 for r in records]
+    norm = LogNorm(vmin=min(compute), vmax=max(compute, default=1) + (max(compute) == min(compute)))
+    axes = fig.subplots(1, len(phases), squeeze=False)[0]
+    scatter = None
+    for ax, phase in zip(axes, phases, strict=True):
+        group = [r for r in records if phase_of(r) == phase]
+        scatter = ax.scatter([r["latency_cycles"] for r in group], [r["energy_pj"] for r in group],
+                             c=[peak_macs_per_cycle(r) or 1 for r in group], norm=norm, cmap="viridis",
+                             s=22, alpha=0.85, edgecolors="none")
+        front = non_dominated(group, key=lambda r: (r["latency_cycles"], r["energy_pj"]), keep_equal=False)
+        ax.scatter([r["latency_cycles"] for r in front], [r["energy_pj"] for r in front], s=70,
+                   facecolors="none", edgecolors="black", linewidths=0.9, label="Pareto-optimal")
+        for r in front:
+            ax.annotate(str((r["params"]["hardware"] or {}).get("name", "")).removeprefix("edge_tpu_"),
+                        (r["latency_cycles"], r["energy_pj"]), textcoords="offset points", xytext=(5, 4),
+                        fontsize="x-small")
+        ax.set_xscale("log")
+        ax.xaxis.set_minor_formatter(NullFormatter())
+        energies = [r["energy_pj"] for r in group]
+        if max(energies) > 3 * min(energies):
+            ax.set_yscale("log")
+            ax.yaxis.set_minor_formatter(NullFormatter())
+            ax.set_ylabel("energy (pJ)")
+        else:
+            unit_axis(ax.yaxis, max(energies), "pJ", "energy", nbins=6)
+        ax.set_xlabel("latency (cycles)")
+        ax.set_title(f"{phase} ({len(group)} configurations)", fontsize="medium")
+        ax.grid(True, which="both", alpha=0.25)
+        ax.legend(fontsize="small", loc="upper right")
+    if scatter is not None:
+        fig.colorbar(scatter, ax=list(axes), label="peak compute (MACs per cycle: U x L x PEs)")
+    fig.suptitle(title or "design space", fontsize="medium")
+    return fig
+
+
+def plot_design_space(records: Iterable[Mapping[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Write :func:`design_space_figure` to ``path`` (PNG); return the path."""
+    return _save(design_space_figure(records, title), path)
+
+
 def plot_results(records: Iterable[Mapping[str, Any]], out_dir: str | Path, *,
                  max_pareto: int = 50) -> list[Path]:
-    """Every plot of a set of records into ``out_dir``: ``time_to_solve.png``, ``gap_histogram.png``
-    and ``pareto/<instance>.png`` for each instance solved under several objectives (at most
-    ``max_pareto`` of them)."""
+    """Every plot of a set of records into ``out_dir``: ``time_to_solve.png``, ``gap_histogram.png``,
+    ``pareto/<instance>.png`` for each instance solved under several objectives (at most
+    ``max_pareto`` of them), and ``design_space_<model>.png`` for each model run on several
+    points of a design space (:func:`design_space_figure`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = list(records)
     written = [plot_time_to_solve(records, out_dir / "time_to_solve.png"),
                plot_gap_histogram(records, out_dir / "gap_histogram.png")]
+    for model, group in design_space_records(records).items():
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
+        written.append(plot_design_space(group, out_dir / f"design_space_{safe}.png",
+                                         f"{model}: energy against latency per hardware point"))
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         groups.setdefault(instance_group(record), []).append(record)

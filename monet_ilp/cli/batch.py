@@ -209,14 +209,16 @@ def batch_summary(results: str, csv_path: str | None) -> None:
 @click.option("--max-pareto", type=click.IntRange(min=0), default=50, show_default=True,
               help="At most this many per-instance Pareto plots.")
 def batch_plot(results: str, out_dir: str | None, max_pareto: int) -> None:
-    """Time-to-solve curves per backend, a gap histogram, and per-instance Pareto fronts (PNG)."""
+    """Time-to-solve curves per backend, a gap histogram, per-instance Pareto fronts, and per-model
+    design-space scatters (energy against latency per hardware point) (PNG)."""
     path = _results_file(results)
     records = list(latest_records(read_records(path).records).values())
     out_dir = out_dir or str(path.parent / "plots")
     written = plot_results(records, out_dir, max_pareto=max_pareto)
     pareto = sum(1 for p in written if p.parent.name == "pareto")
-    for p in written[:2]:
-        console.print(f"wrote {p}", markup=False, highlight=False)
+    for p in written:
+        if p.parent.name != "pareto":  # the curves, the histogram, the design-space scatters
+            console.print(f"wrote {p}", markup=False, highlight=False)
     console.print(f"wrote {pareto} Pareto front(s) under {Path(out_dir) / 'pareto'}" if pareto
                   else "no instance was solved under several objectives: no Pareto front",
                   markup=False, highlight=False)

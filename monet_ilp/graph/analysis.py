@@ -1,4 +1,5 @@
-"""Statistics of a training graph: sizes by kind, work, and the store-all memory peak.
+"""Statistics of a training graph: sizes by kind, work, and the store-all memory peak;
+and its inference part.
 
 These are graph facts, with no hardware involved; ``monet-ilp graph show`` prints them
 and instance building takes its default budget from :func:`store_all_peak`.
@@ -13,7 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from monet_ilp.graph.ir import OpKind, TensorKind, TrainingGraph
+from monet_ilp.graph.ir import OpKind, Tensor, TensorKind, TrainingGraph
+
+#: The phases a graph can be built for: the training step, or inference (forward only).
+PHASES = ("training", "inference")
 
 
 @dataclass(frozen=True)
@@ -131,3 +135,21 @@ def summarize(graph: TrainingGraph) -> GraphSummary:
         optimizer_state_bytes=bytes_of(TensorKind.OPTIMIZER_STATE),
         store_all_peak=store_all_peak(graph),
     )
+
+
+def inference_graph(graph: TrainingGraph) -> TrainingGraph:
+    """The forward (inference) part of a training graph: its forward ops and what they touch.
+
+    The loss, backward and optimizer ops go, and with them the gradients and the
+    optimizer state; the weights stay (persistent, read by the forward ops), the graph
+    inputs the forward ops read stay, and labels go with the loss.  No activation is
+    saved any more (nothing reads it backward), so an instance of it schedules one
+    inference of the same layers on the same hardware (MONET's inference against
+    training comparison).  ``meta["phase"]`` is ``"inference"``.
+    """
+    ops = [op for op in graph.ops if op.kind is OpKind.FORWARD]
+    used = {t for op in ops for t in (*op.inputs, *op.outputs)}
+    tensors = [Tensor(t.id, t.kind, t.bytes, t.shape, t.dtype, layer=t.layer)
+               for t in graph.tensors if t.id in used]
+    name = graph.name if graph.name.endswith("_inference") else f"{graph.name}_inference"
+    return TrainingGraph.build(name, ops, tensors, {**graph.meta, "phase": "inference"})

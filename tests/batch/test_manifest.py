@@ -16,7 +16,8 @@ from monet_ilp.hardware.schema import parse_size
 from monet_ilp.problems import registry
 from tests.batch.conftest import PLUGIN, REPO, cli
 
-SHIPPED = ("chains", "random_dags", "zoo_remat", "edge_resnet18", "gpt2_small_remat", "tiny_exact")
+SHIPPED = ("chains", "random_dags", "zoo_remat", "edge_resnet18", "gpt2_small_remat", "tiny_exact",
+           "monet_design_space")
 
 
 def parse(text: str, **kw):
@@ -138,6 +139,8 @@ MALFORMED = [
     ("models: [{chain: {length: 4}}]\nbackends: [milp]\noptions:\n  milp: {solver: cbc}\n", 4,
      "key options.milp.solver", "backend 'milp' has no option 'solver'"),
     ("- just\n- a list\n", 1, "line 1", "must be a mapping"),
+    ("models:\n  - zoo: mlp\n    phase: infer\nbackends: [dp]\n", 3, "key models[0].phase",
+     "unknown phase 'infer'"),
 ]
 
 
@@ -179,3 +182,24 @@ def test_cli_reports_a_malformed_manifest_on_one_line(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}: line 4, key budgets[2]"), result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_model_in_its_inference_phase():
+    """``phase: inference`` builds the forward part of the graph; training stays the default,
+    and its job keys do not change."""
+    from monet_ilp.batch.job import build_graph
+    from monet_ilp.graph.ir import OpKind
+
+    m = parse("""
+        models:
+          - zoo: mlp
+          - zoo: mlp
+            phase: inference
+        backends: [heuristic:store_all]
+    """)
+    training, inference = (j.params["model"] for j in m.jobs)
+    assert "phase" not in training and inference["phase"] == "inference"
+    assert {op.kind for op in build_graph(inference, None).ops} == {OpKind.FORWARD}
+    assert any(op.kind is OpKind.BACKWARD_DATA for op in build_graph(training, None).ops)
+    assert m.jobs[0].key == parse("models: [{zoo: mlp}]\nbackends: [heuristic:store_all]\n").jobs[0].key
+    assert "(inference)" in m.jobs[1].describe()

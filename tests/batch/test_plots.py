@@ -96,3 +96,31 @@ def test_pareto_front_units_and_short_ticks(latency, energy, units):
         texts = [t.get_text() for t in axis.get_ticklabels() if t.get_text()]
         assert texts and all(len(t) <= 6 for t in texts), texts
     assert_legend_outside(fig, renderer)
+
+
+def design_record(model: str, phase: str, u: int, lanes: int, side: int, latency: int, energy: int) -> dict:
+    spec = {"zoo": model, "params": {}} | ({"phase": phase} if phase != "training" else {})
+    hw = {"preset": "edge_tpu", "name": f"edge_tpu_{side}x{side}_U{u}_L{lanes}",
+          "params": {"simd_units": u, "lanes": lanes, "n_pe_x": side, "n_pe_y": side, "pe_sram_bytes": 2**20}}
+    return {"params": {"backend": "heuristic:memory_aware", "objective": "latency", "model": spec, "hardware": hw},
+            "status": "feasible", "feasible": True, "gap": None, "wall_time_s": 0.1, "latency_cycles": latency,
+            "energy_pj": energy}
+
+
+def test_design_space_scatter_per_model_and_phase(tmp_path):
+    records = [design_record("resnet18", phase, u, lanes, side, latency=(10**7 if phase == "training" else 2 * 10**6)
+                             // (u * lanes), energy=(5 if phase == "training" else 1) * 10**9 + 10**6 * side)
+               for phase in ("training", "inference") for u in (16, 64) for lanes in (1, 8) for side in (1, 4)]
+    records.append(design_record("mlp", "training", 16, 1, 1, 100, 100))  # one point: no design space
+    groups = plots.design_space_records(records)
+    assert list(groups) == ["resnet18"] and len(groups["resnet18"]) == 16
+    fig = plots.design_space_figure(groups["resnet18"], "resnet18")
+    rendered(fig)
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["training (8 configurations)", "inference (8 configurations)"]
+    assert all(ax.get_xscale() == "log" for ax in panels)
+    # The fastest, cheapest point (U64 L8 on one PE) is named as Pareto-optimal in each panel.
+    assert all(any(t.get_text() == "1x1_U64_L8" for t in ax.texts) for ax in panels)
+    assert any("peak compute" in ax.get_ylabel() for ax in fig.axes)  # the colour bar
+    written = plots.plot_results(records, tmp_path)
+    assert tmp_path / "design_space_resnet18.png" in written

@@ -1,4 +1,4 @@
-"""Graph statistics and the store-all peak, against numbers worked out by hand."""
+"""Graph statistics and the store-all peak, against numbers worked out by hand; the inference part."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from monet_ilp.graph import (
     from_onnx,
     store_all_peak,
     summarize,
+    zoo,
 )
+from monet_ilp.graph.analysis import inference_graph
 
 from . import onnx_builders as ob
 
@@ -57,3 +59,18 @@ def test_summary_of_an_imported_mlp():
     # Saved: input x (8x16), a0 and a1 (8x32 each), log-probs (8x4) in fp32, labels (8) in int64.
     assert s.saved_bytes == 4 * (8 * 16 + 2 * 8 * 32 + 8 * 4) + 8 * 8
     assert s.store_all_peak.total_bytes == s.store_all_peak.activation_bytes + 3 * weights
+
+
+def test_inference_graph_is_the_forward_part():
+    graph = zoo.resnet18(batch=1)
+    inference = inference_graph(graph)
+    forward = [op.id for op in graph.ops if op.kind is OpKind.FORWARD]
+    assert [op.id for op in inference.ops] == forward
+    kinds = {t.kind for t in inference.tensors}
+    assert TensorKind.WEIGHT in kinds and not kinds & {TensorKind.WEIGHT_GRAD, TensorKind.OPTIMIZER_STATE,
+                                                       TensorKind.ACTIVATION_GRAD}
+    assert not inference.saved_tensors() and not inference.has_loss
+    assert inference.name == "resnet18_cifar_inference" and inference.meta["phase"] == "inference"
+    assert sum(op.macs for op in inference.ops) == sum(op.macs for op in graph.ops if op.kind is OpKind.FORWARD)
+    assert store_all_peak(inference).total_bytes < store_all_peak(graph).total_bytes
+    assert inference_graph(inference).name == inference.name  # idempotent
