@@ -49,7 +49,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "grade": ("monet_ilp.cli.solve:grade_cmd",
               "Grade a GA result, outside decisions or a schedule against certified lower bounds."),
     "ga": ("monet_ilp.cli.ga:ga",
-           "MONET-style GA: NSGA-II over keep/offload/recompute and layer-to-core genes (P3)."),
+           "MONET-style GA: NSGA-II over keep/offload/recompute, layer-to-core and pin genes."),
     "plot": ("monet_ilp.cli.plot:plot", "Draw schedules (Gantt chart with memory occupancy) and Pareto fronts."),
     "batch": ("monet_ilp.cli.batch:batch",
               "Run instance sets (YAML manifests) locally or on Dask; summarise and plot the results."),
