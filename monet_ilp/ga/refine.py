@@ -3,7 +3,7 @@
 Each round runs the GA (:func:`~monet_ilp.ga.nsga2.run_ga`) with the schedules found
 so far in its initial population, then gives the round's best point (by the instance's
 objective) to the default backend (``auto``: CP-SAT on P2 and P3, the portfolio on P1)
-as its hint; the solver's schedule and the GA's best seed the next round.  The solver improves what the GA found and certifies a bound;
+as its hint (on P3, the best list schedule instead when it is better); the solver's schedule and the GA's best seed the next round.  The solver improves what the GA found and certifies a bound;
 the GA spreads the solver's schedule along the latency/energy front.
 
 The result has the GA's file format (:data:`~monet_ilp.ga.nsga2.FORMAT_NAME`): the
@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.nsga2 import FORMAT_NAME, FORMAT_VERSION, POINT_KEYS, point_of, run_ga
+from monet_ilp.instance import Problem
+from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.results import gap_of, non_dominated
 from monet_ilp.schedule import schedule_from_dict
 from monet_ilp.solve import solve
@@ -66,7 +68,7 @@ def refine(
     solver_time
         Seconds for each solver run.
     workers
-        GA processes and solver workers.
+        Solver workers (the GA runs in this process, on its fast path).
     seed_schedules
         Schedules for the first round's initial population.
     progress
@@ -90,12 +92,13 @@ def refine(
     evaluations = 0
     for r in range(rounds):
         ga = run_ga(instance, objectives, generations=generations, population=population, seed=seed + r,
-                    seed_schedules=seeds, workers=workers)
+                    seed_schedules=seeds)  # one process: the fast path outruns spawning more
         evaluations += ga["evaluations"]
         candidates += [p for p in ga["points"] if p["feasible"]]
         top = min(ga["points"], key=lambda p: (not p["feasible"], p["objective_value"]), default=None)
         hint = None if top is None else schedule_from_dict(top["schedule"])
-        result = solve(instance, "auto", time_limit=solver_time, workers=workers, hint=hint)
+        solver_hint = _better_start(instance, hint, top)
+        result = solve(instance, "auto", time_limit=solver_time, workers=workers, hint=solver_hint)
         seeds = [] if hint is None or top is None or not top["feasible"] else [hint]
         if result.schedule is not None and result.metrics is not None and result.metrics.feasible:
             seeds.insert(0, result.schedule)
@@ -135,3 +138,15 @@ def refine(
         "gap": gap_of(best_value, bound),
         "points": sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"])),
     }
+
+
+def _better_start(instance: Instance, hint: Schedule | Sequence | None,
+                  top: dict[str, Any] | None) -> Schedule | Sequence | None:
+    """The solver's start: the GA's best, or on P3 the best list schedule when that is
+    better (the GA allocates whole layers; the list scheduler may also place single ops)."""
+    if instance.problem is not Problem.P3:
+        return hint
+    baselines = [(value, schedule) for ok, value, schedule in baseline_schedules(instance) if ok]
+    if baselines and (hint is None or top is None or not top["feasible"] or baselines[0][0] < top["objective_value"]):
+        return baselines[0][1]
+    return hint

@@ -88,6 +88,7 @@ _P1_INTERVAL_OPTIONS = ("max_computes", "fixed_order", "tight_ends", "use_baseli
                         "params")
 _P1_LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
 _P1_AUTO_OPTIONS = ("max_computes", "members", "all_bound", "seed", "log")
+_P3_LNS_OPTIONS = ("step_time", "size", "steps", "seed", "max_computes", "max_transfers", "log")
 
 _K3 = "class P3.K3: at most max_computes runs per op, max_transfers per tensor, colocate"
 
@@ -128,6 +129,9 @@ BACKENDS: tuple[BackendSpec, ...] = (
                 _P1_LNS_OPTIONS, "proves only what every schedule needs (every op once), or a "
                 "window covering the whole plan; searches the interval class",
                 "formulations/p1_interval.md"),
+    BackendSpec("lns", Problem.P3, "monet_ilp.problems.p3.lns:solve_p3_lns", _P3_OBJECTIVES,
+                _P3_LNS_OPTIONS, "proves only the combinatorial bound (every schedule); searches "
+                + _K3, "formulations/p3_cpsat.md"),
     # auto: the P1 portfolio; on P2 and P3 the CP-SAT model (their portfolio is to come).
     BackendSpec("auto", Problem.P1, "monet_ilp.problems.p1.auto:solve_auto", _P1_OBJECTIVES,
                 _P1_AUTO_OPTIONS, "the union of its members' classes (stats['bound_class']); "

@@ -59,7 +59,7 @@ def test_backends_for_a_class_and_objective(tmp_path):
     done = run("backends", "--problem", "P3", "--objective", "energy", "--json", str(out))
     assert done.returncode == 0, done.stderr
     rows = json.loads(out.read_text())["backends"]
-    assert {r["backend"] for r in rows if not r["heuristic"]} == {"auto", "cpsat", "milp"}
+    assert {r["backend"] for r in rows if not r["heuristic"]} == {"auto", "cpsat", "lns", "milp"}
     assert all(r["problem"] == "P3" and "energy" in r["objectives"] for r in rows)
 
 

@@ -1,0 +1,62 @@
+"""P3 large-neighbourhood search (``lns`` on P3): steps on the CP-SAT model, every schedule verified.
+
+A step fixes the decisions of the ops outside its neighbourhood and re-solves the rest;
+its schedule replaces the incumbent only when the evaluator says it is better.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.graph import zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.make import make_instance
+from monet_ilp.problems.p3.bounds import combinatorial_bound
+from monet_ilp.problems.p3.data import baseline_schedules
+from monet_ilp.solve import Status, solve
+from tests.conftest import verified
+
+
+def mlp4():
+    return make_instance(zoo.mlp(depth=4), preset("hetero_quad"), problem="P3", objective="energy")
+
+
+def test_steps_improve_the_start_and_every_schedule_is_verified():
+    inst = mlp4()
+    start = baseline_schedules(inst)[0]
+    result = solve(inst, "lns", time_limit=60, workers=1, steps=12, step_time=1.0)
+    assert verified(inst, result) is not None and result.status is Status.FEASIBLE
+    stats = result.stats
+    assert stats["steps"] == 12 and stats["start_objective"] == start[1]
+    assert result.objective < start[1] and stats["improving_steps"] >= 1
+    # The trajectory only goes down, and ends at the returned objective.
+    values = [v for _, v in stats["trajectory"]]
+    assert values == sorted(values, reverse=True) and values[-1] == result.objective
+    # The bound is the combinatorial one: it holds for every schedule.
+    assert result.bound == combinatorial_bound(inst) <= result.objective
+
+
+def test_a_hint_is_the_start_and_the_result_is_never_worse():
+    inst = mlp4()
+    hint = solve(inst, "cpsat", time_limit=20, workers=1).schedule
+    value = evaluate(inst, hint).objective_value
+    result = solve(inst, "lns", time_limit=30, workers=1, hint=hint, steps=4, step_time=0.5)
+    assert verified(inst, result) is not None
+    assert result.stats["hint"] == "given" and result.stats["start_objective"] == value
+    assert result.objective <= value
+
+
+def test_bad_options_and_infeasible_starts():
+    inst = mlp4()
+    with pytest.raises(MonetError, match="no option 'window'"):
+        solve(inst, "lns", time_limit=5, window=3)
+    with pytest.raises(MonetError, match="step_time"):
+        solve(inst, "lns", time_limit=5, step_time=0)
+    tight = make_instance(zoo.mlp(depth=2, width=64, batch=8, in_features=64), preset("edge_tpu", n_pe_x=2, n_pe_y=1),
+                          problem="P3", sram_budget=9 * 1024)
+    over = baseline_schedules(tight)[-1][2]  # store-all breaks the 9 KiB SRAMs
+    assert not evaluate(tight, over).feasible
+    result = solve(tight, "lns", time_limit=10, hint=over)
+    assert result.status is Status.UNKNOWN and "feasible schedule" in result.message
