@@ -10,7 +10,10 @@ evaluator through ``monet_ilp.solve``; no assertion about time):
 * ``resnet``: ResNet-18 (CIFAR, layer granularity, batch 1) on edge_tpu 2x2 at SRAM
   budgets where store-all does not fit;
 * ``scaling``: mlp depth 4 to 32 on 2, 4 and 8 cores: seconds to optimal, or the gap
-  at the time limit.
+  at the time limit;
+* ``ga_targets``: the targets of the GA-at-scale work: mlp depth 4 on hetero_quad
+  (latency and energy, ``--time-limit``), mlp depth 16 and a 2-block gpt2-tiny at batch 1
+  on 2 and 4 cores (latency, ``--resnet-time-limit``), and ResNet-18 at 3 MiB per core.
 
     python scripts/bench_joint.py --out bench_joint.json
     python scripts/bench_joint.py --quick --out bench_joint_quick.json   # a few minutes
@@ -95,7 +98,8 @@ def table(console, rows, part, title):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", nargs="*", default=["targets", "resnet", "scaling"])
+    parser.add_argument("--parts", nargs="*", default=["targets", "resnet", "scaling"],
+                        choices=["targets", "resnet", "scaling", "ga_targets"])
     parser.add_argument("--time-limit", type=float, default=60.0, help="Seconds per solve (targets, scaling).")
     parser.add_argument("--resnet-time-limit", type=float, default=120.0)
     parser.add_argument("--depths", type=int, nargs="*", default=[4, 8, 16, 32])
@@ -125,6 +129,20 @@ def main() -> None:
             run("resnet", "resnet18_cifar_b1", graph, "edge_tpu_2x2", "latency", args.resnet_time_limit,
                 args.workers, rows, console, sram_budget=budget)
             save()
+    if "ga_targets" in args.parts:
+        mlp4 = zoo.mlp(depth=4)
+        for objective in ("latency", "energy"):
+            run("ga_targets", "mlp_depth4", mlp4, "hetero_quad", objective, args.time_limit, args.workers, rows,
+                console)
+            save()
+        for label, graph in {"mlp_depth16": zoo.mlp(depth=16),
+                             "gpt2_tiny_2blocks_b1": zoo.build("gpt2_tiny", n_layer=2, batch=1)}.items():
+            for hw in ("edge_tpu_2x1", "hetero_quad"):
+                run("ga_targets", label, graph, hw, "latency", args.resnet_time_limit, args.workers, rows, console)
+                save()
+        run("ga_targets", "resnet18_cifar_b1", zoo.resnet18(batch=1), "edge_tpu_2x2", "latency",
+            args.resnet_time_limit, args.workers, rows, console, sram_budget=3 * 2**20)
+        save()
     if "scaling" in args.parts:
         for depth in args.depths:
             graph = zoo.mlp(depth=depth)
@@ -133,6 +151,8 @@ def main() -> None:
                     console)
                 save()
     table(console, rows, "targets", f"P3 targets (cpsat, {args.workers} workers, {args.time_limit:g} s)")
+    table(console, rows, "ga_targets", f"GA-at-scale targets (cpsat, {args.workers} workers; mlp depth 4: "
+                                       f"{args.time_limit:g} s, the others {args.resnet_time_limit:g} s)")
     table(console, rows, "resnet", f"ResNet-18 CIFAR b1 on edge_tpu 2x2, SRAM below store-all ({args.resnet_time_limit:g} s)")
     table(console, rows, "scaling", f"Scaling: mlp depth x cores, latency ({args.time_limit:g} s)")
     save()
