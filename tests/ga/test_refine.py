@@ -26,7 +26,7 @@ def mlp4():
 
 def test_rounds_hint_the_solver_and_seed_the_ga():
     inst = mlp4()
-    result = refine(inst, 2, generations=4, population=12, seed=3, solver_time=8, workers=1)
+    result = refine(inst, 2, generations=4, population=12, seed=3, solver_time=4, workers=1)
     json.dumps(result)
     assert result["format"] == "monet-ilp/ga" and len(result["refine"]) == 2
     points = result["points"]
@@ -50,7 +50,7 @@ def test_cli_refine_writes_a_front_that_grade_reads(tmp_path):
     inst = mlp4()
     path, out = tmp_path / "mlp4.json", tmp_path / "refined.json"
     inst.save(path)
-    done = subprocess.run([sys.executable, "-m", "monet_ilp", "ga", str(path), "--refine", "1", "--refine-time", "5",
+    done = subprocess.run([sys.executable, "-m", "monet_ilp", "ga", str(path), "--refine", "1", "--refine-time", "3",
                            "--generations", "3", "--population", "8", "--out", str(out)],
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
@@ -58,5 +58,5 @@ def test_cli_refine_writes_a_front_that_grade_reads(tmp_path):
     data = json.loads(out.read_text())
     assert data["refine"][0]["round"] == 1 and data["points"]
     graded = subprocess.run([sys.executable, "-m", "monet_ilp", "grade", str(out), "--instance", str(path),
-                             "--time-limit", "5"], capture_output=True, text=True, timeout=300, check=False)
+                             "--time-limit", "3"], capture_output=True, text=True, timeout=300, check=False)
     assert graded.returncode == 0, graded.stderr

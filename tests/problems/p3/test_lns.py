@@ -40,9 +40,9 @@ def test_steps_improve_the_start_and_every_schedule_is_verified():
 
 def test_a_hint_is_the_start_and_the_result_is_never_worse():
     inst = mlp4()
-    hint = solve(inst, "cpsat", time_limit=20, workers=1).schedule
+    hint = solve(inst, "cpsat", time_limit=4, workers=1).schedule
     value = evaluate(inst, hint).objective_value
-    result = solve(inst, "lns", time_limit=30, workers=1, hint=hint, steps=4, step_time=0.5)
+    result = solve(inst, "lns", time_limit=20, workers=1, hint=hint, steps=3, step_time=0.5)
     assert verified(inst, result) is not None
     assert result.stats["hint"] == "given" and result.stats["start_objective"] == value
     assert result.objective <= value
