@@ -68,27 +68,19 @@ class _Tables:
         persistent = {t.id for t in graph.tensors if t.persistent}
         self.instance_ref = weakref.ref(instance)
         self.bytes = {t.id: t.bytes for t in graph.tensors}
-        self.writes = {op.id: tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent)
-                       for op in graph.ops}
         # (op, core) -> (compute pJ, SRAM pJ, DRAM pJ) of a run there, and of a run whose
         # persistent inputs are all pinned in that core's memory (EV.E1.5).
         self.run_pj = {(op, core): (cost.compute_pj, cost.sram_pj, cost.dram_pj)
                        for op, row in instance.costs.items() for core, cost in row.items()}
         self.pinned_pj = {(op, core): (cost.compute_pj, cost.sram_pj, cost.dram_pj)
                           for op, row in instance.pinned_costs.items() for core, cost in row.items()}
-        self.reads_persistent = {op.id: tuple(t for t in dict.fromkeys(op.inputs) if t in persistent)
-                                 for op in graph.ops}
-        self.memory_of = {c.id: c.memory for c in instance.cores}
         self.capacity = {m.id: m.capacity_bytes for m in instance.memories}
         self.is_sram = {m.id: m.kind == "sram" for m in instance.memories}
         self.read_fj = {m.id: m.read_fj_per_byte for m in instance.memories}
         self.write_fj = {m.id: m.write_fj_per_byte for m in instance.memories}
         self.links = {link.id: link for link in instance.links}
-        self.graph_inputs = tuple(t.id for t in graph.tensors if t.producer is None and not t.persistent)
-        self.input_home = instance.input_home
         self.persistent_home = instance.persistent_home
         self.persistent_bytes = sum(self.bytes[t] for t in persistent)
-        self.n_ops = len(graph.ops)
         # (tensor, src, dst, link) -> (link pJ, read pJ, write pJ)
         self.transfer_pj: dict[tuple[str, str, str, str], tuple[int, int, int]] = {}
 
