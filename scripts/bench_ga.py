@@ -8,6 +8,8 @@ system allows it):
 * ``fast``: decode into field tuples and compute the metrics on the fast path
   (``monet_ilp.ga.fast``), after checking on the same vectors that both give the same
   metrics;
+* both with the GA's pin genes and without them (``--genes``): pinned weights fill the
+  SRAMs, so the decoded schedules evict and move more, and take longer on both paths;
 * ``ga``: whole NSGA-II runs (``run_ga``, one process) with each scoring, their
   evaluations per second as the GA reports them (pymoo's own work included), and whether
   their fronts are the same.  Every point a GA run returns has been evaluated again by
@@ -60,9 +62,10 @@ def per_call_ms(fn, items, repeats: int) -> float:
     return best * 1e3
 
 
-def measure(name: str, samples: int, repeats: int, generations: int, population: int) -> dict[str, Any]:
+def measure(name: str, samples: int, repeats: int, generations: int, population: int, *,
+            pins: bool) -> dict[str, Any]:
     instance = INSTANCES[name]()
-    genome = Genome(instance)
+    genome = Genome(instance, pins=pins)
     rng = np.random.default_rng(0)
     rows = [rng.integers(genome.lower, genome.upper + 1) for _ in range(samples)]
     mismatches = 0
@@ -76,12 +79,12 @@ def measure(name: str, samples: int, repeats: int, generations: int, population:
     runs = {}
     for scoring in ("fast", "reference"):
         result = run_ga(instance, generations=generations, population=population, seed=1,
-                        fast=scoring == "fast")
+                        fast=scoring == "fast", pins=pins)
         runs[scoring] = result
     same_front = ([(p["latency_cycles"], p["energy_pj"]) for p in runs["fast"]["points"]]
                   == [(p["latency_cycles"], p["energy_pj"]) for p in runs["reference"]["points"]])
     return {
-        "instance": name, "ops": len(instance.graph.ops), "cores": len(instance.cores), "genes": genome.size,
+        "instance": name, "pin_genes": len(genome.pin_layers), "ops": len(instance.graph.ops), "cores": len(instance.cores), "genes": genome.size,
         "samples": samples, "mismatches": mismatches,
         "reference_ms": round(reference_ms, 4), "fast_ms": round(fast_ms, 4),
         "reference_per_s": round(1e3 / reference_ms, 1), "fast_per_s": round(1e3 / fast_ms, 1),
@@ -106,6 +109,8 @@ def main() -> None:
     parser.add_argument("--generations", type=int, default=100)
     parser.add_argument("--population", type=int, default=64)
     parser.add_argument("--no-pin", action="store_true", help="do not pin the process to one CPU")
+    parser.add_argument("--genes", nargs="*", default=["pins", "no-pins"], choices=["pins", "no-pins"],
+                        help="with the GA's pin genes, without them, or both (default)")
     parser.add_argument("--quick", action="store_true", help="ResNet-18 only, 100 samples, 30 generations")
     parser.add_argument("--out", help="write the rows as JSON")
     args = parser.parse_args()
@@ -118,15 +123,17 @@ def main() -> None:
     console = Console(width=180)
     rows = []
     for name in args.instances:
-        rows.append(measure(name, args.samples, args.repeats, args.generations, args.population))
-        console.print(f"{name}: fast {rows[-1]['fast_per_s']:,.0f}/s, GA {rows[-1]['ga_fast_per_s']:,.0f}/s",
-                      highlight=False)
+        for genes in args.genes:
+            rows.append(measure(name, args.samples, args.repeats, args.generations, args.population,
+                                pins=genes == "pins"))
+            console.print(f"{name} ({genes}): fast {rows[-1]['fast_per_s']:,.0f}/s, "
+                          f"GA {rows[-1]['ga_fast_per_s']:,.0f}/s", highlight=False)
     table = Table(title=f"GA scoring, one process{'' if pinned is None else f' pinned to CPU {pinned}'}")
-    for col in ("instance", "ops", "genes", "reference ms", "fast ms", "speedup", "fast evals/s",
+    for col in ("instance", "ops", "genes (pin)", "reference ms", "fast ms", "speedup", "fast evals/s",
                 "GA evals/s (fast)", "GA evals/s (reference)", "same front", "front (feasible)", "mismatches"):
         table.add_column(col, justify="left" if col == "instance" else "right")
     for r in rows:
-        table.add_row(r["instance"], str(r["ops"]), str(r["genes"]), f"{r['reference_ms']:.3f}",
+        table.add_row(r["instance"], str(r["ops"]), f"{r['genes']} ({r['pin_genes']})", f"{r['reference_ms']:.3f}",
                       f"{r['fast_ms']:.3f}", f"{r['speedup']:.2f}x", f"{r['fast_per_s']:,.0f}",
                       f"{r['ga_fast_per_s']:,.0f}", f"{r['ga_reference_per_s']:,.0f}", str(r["same_front"]),
                       f"{r['ga_points']} ({r['ga_feasible_points']})", str(r["mismatches"]))

@@ -48,6 +48,8 @@ __all__ = ["ga"]
                    "the solver, whose schedule seeds the next round (0: the GA alone).")
 @click.option("--refine-time", type=SECONDS, default=30.0, show_default=True,
               help="Seconds of the solver per --refine round.")
+@click.option("--no-pins", is_flag=True,
+              help="No pin genes: weights stay in DRAM (as in MONET's GA); faster decoding.")
 @click.option("--reference-scoring", is_flag=True,
               help="Score every individual with the evaluator itself, not the fast path (slower; "
                    "the same result).")
@@ -55,7 +57,7 @@ __all__ = ["ga"]
               help="Write the front (JSON, with each point's decisions and schedule) here.")
 def ga(instance_path: str, objectives: str, generations: int, population: int, seed: int,
        time_limit: float | None, workers: int, seed_paths: tuple[str, ...], refine: int, refine_time: float,
-       reference_scoring: bool, out: str) -> None:
+       no_pins: bool, reference_scoring: bool, out: str) -> None:
     """MONET-style GA: NSGA-II over keep/offload/recompute, layer-to-core and pin genes.
 
     On P3 every gene; on P2 (one core) keep/offload/recompute; on P1 keep/recompute.
@@ -73,7 +75,7 @@ def ga(instance_path: str, objectives: str, generations: int, population: int, s
     with progress_bar("GA", generations, counts=True) as progress:
         result = run_ga(inst, names, generations=generations, population=population, seed=seed,
                         seed_schedules=seeds, time_limit=time_limit, workers=workers, progress=progress,
-                        fast=not reference_scoring)
+                        fast=not reference_scoring, pins=not no_pins)
     Path(out).write_text(json.dumps(result) + "\n")
     table = Table(title=f"GA front on {inst.name} ({result['generations']} generations x {population}, "
                         f"seed {seed})")

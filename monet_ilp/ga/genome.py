@@ -14,7 +14,7 @@ Genes (integers, pymoo's ``vtype=int``):
 * one per layer (order of first appearance): an index into the cores that run the
   layer's first op;
 * one per layer whose ops read persistent tensors, when the instance models them
-  (``persistent_home``): 1 pins them (weights, gradients, optimizer state) in the SRAM
+  (``persistent_home``) and the GA is asked for them (``pins``, the default): 1 pins them (weights, gradients, optimizer state) in the SRAM
   of the layer's core, so that its ops run at their pinned cost; the decoder leaves a
   pin out when the tensor's readers run on several cores (``Decisions.pinned``).
 
@@ -76,7 +76,7 @@ OBJECTIVES: dict[str, Callable[[Metrics | FastMetrics], int]] = {
 class Genome:
     """The gene layout of one instance: bounds, and conversions to and from decisions."""
 
-    def __init__(self, instance: Instance):
+    def __init__(self, instance: Instance, *, pins: bool = True):
         plan = plan_of(instance)
         self.instance, self.plan = instance, plan
         self.n_saved = len(plan.saved)
@@ -87,7 +87,7 @@ class Genome:
                         for t in plan.saved]
         self.layer_cores = [plan.layer_cores[layer] for layer in plan.layers]
         self.pin_layers = [layer for layer in plan.layers if plan.layer_persistent[layer]] \
-            if plan.pins_modelled else []
+            if plan.pins_modelled and pins else []
         self.upper = np.array([len(c) - 1 for c in self.choices]
                               + [len(cores) - 1 for cores in self.layer_cores]
                               + [1] * len(self.pin_layers), dtype=int)
@@ -183,7 +183,8 @@ class Scorer:
             # Spawned, not forked: the caller may run threads (a progress bar, a solver).
             self.pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                             initializer=_start_worker,
-                                            initargs=(instance.to_dict(), objectives, fast))
+                                            initargs=(instance.to_dict(), objectives, fast,
+                                                      bool(genome.pin_layers)))
 
     def score(self, X: npt.ArrayLike) -> list[Score]:
         """The scores of the rows of ``X`` (pymoo's population matrix), in order."""
@@ -218,9 +219,9 @@ class Scorer:
 _WORKER: dict[str, Any] = {}
 
 
-def _start_worker(instance_data: dict[str, Any], objectives: tuple[str, ...], fast: bool) -> None:
+def _start_worker(instance_data: dict[str, Any], objectives: tuple[str, ...], fast: bool, pins: bool) -> None:
     instance = Instance.from_dict(instance_data)
-    _WORKER.update(instance=instance, genome=Genome(instance), objectives=objectives, fast=fast)
+    _WORKER.update(instance=instance, genome=Genome(instance, pins=pins), objectives=objectives, fast=fast)
 
 
 def _score_in_worker(rows: Genes) -> list[Score]:

@@ -57,6 +57,7 @@ def run_ga(
     time_limit: float | None = None,
     workers: int = 1,
     fast: bool = True,
+    pins: bool = True,
 ) -> dict[str, Any]:
     """Search keep/offload/recompute and layer-to-core decisions with NSGA-II.
 
@@ -87,6 +88,9 @@ def run_ga(
         reference evaluator.  The returned points are evaluated by the reference
         either way, and a point whose fast score differs from the reference's raises
         (a bug).
+    pins
+        Give the GA its pin genes (one per layer whose ops read weights; ``False``: the
+        weights stay in ``persistent_home``, as in MONET's GA).
 
     Returns
     -------
@@ -123,7 +127,7 @@ def run_ga(
     if workers < 1:
         raise MonetError(f"workers {workers}", field="workers", fix="use 1 or more processes")
     began = time.perf_counter()
-    genome = Genome(instance)
+    genome = Genome(instance, pins=pins)
     scorer = Scorer(instance, genome, objectives, workers, fast=fast)
 
     class _Problem(Problem):  # type: ignore[misc]  # pymoo is untyped
@@ -175,6 +179,7 @@ def run_ga(
         "seconds": round(searched, 3),
         "evaluations_per_second": round(scorer.evaluations / searched, 1) if searched > 0 else None,
         "scoring": "fast" if fast and not genome.sequence_form else "reference",
+        "pin_genes": len(genome.pin_layers),
         "points": points,
     }
 

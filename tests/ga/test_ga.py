@@ -175,3 +175,15 @@ def test_the_ga_runs_on_one_core_problems(problem):
         saved = next(iter(points[0]["decisions"]["tensors"]))
         with pytest.raises(MonetError, match="cannot be offloaded"):
             decode(inst, Decisions({saved: "offload"}))
+
+
+def test_pin_genes_can_be_left_out():
+    """Without pin genes the GA keeps every weight in DRAM (MONET's GA); with them it pins
+    some, which on a hetero_quad MLP saves most of the energy."""
+    inst = make_instance(zoo.mlp(depth=4), preset("hetero_quad"), problem="P3", objective="energy")
+    plain = run_ga(inst, generations=6, population=16, seed=3, pins=False)
+    pinned = run_ga(inst, generations=6, population=16, seed=3)
+    assert plain["pin_genes"] == 0 and pinned["pin_genes"] > 0
+    assert all(not p["decisions"]["pinned"] and not p["schedule"]["pinned"] for p in plain["points"])
+    assert any(p["schedule"]["pinned"] for p in pinned["points"])
+    assert min(p["energy_pj"] for p in pinned["points"]) < min(p["energy_pj"] for p in plain["points"])
