@@ -11,6 +11,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.refine import refine
 from monet_ilp.graph import zoo
@@ -46,6 +48,7 @@ def test_rounds_hint_the_solver_and_seed_the_ga():
     assert result["gap"] == second["gap"] and 0 <= result["gap"] < 1
 
 
+@pytest.mark.slow  # the README's `ga --refine` line runs the command in the default run
 def test_cli_refine_writes_a_front_that_grade_reads(tmp_path):
     inst = mlp4()
     path, out = tmp_path / "mlp4.json", tmp_path / "refined.json"
