@@ -10,7 +10,9 @@ The result has the GA's file format (:data:`~monet_ilp.ga.nsga2.FORMAT_NAME`): t
 non-dominated feasible points of every round and of every solver schedule (``source``
 ``ga``, ``seed`` or ``solver``), each evaluated by the reference evaluator, plus
 ``refine``: one row per round (the GA's best, the solver's status, objective, bound and
-gap) and ``bound``, the best bound the solver proved on the instance's objective.
+gap) and ``bound``, the best bound the solver proved on the instance's objective, over
+the class of schedules its backend is exact over (``monet-ilp backends``: on P3 the class
+P3.K3, on P1 the portfolio's ``bound_class``).
 """
 
 from __future__ import annotations
