@@ -184,7 +184,7 @@ def plot_pareto_front(records: Iterable[Mapping[str, Any]], path: str | Path, ti
 def model_name(record: Mapping[str, Any]) -> str:
     """The model of a record: its zoo name, or its kind and file."""
     model = record["params"]["model"]
-    kind = next(iter(k for k in model if k not in ("params", "sha256", "phase")), "model")
+    kind = next((k for k in model if k not in ("params", "sha256", "phase")), "model")
     value = model[kind]
     return value if isinstance(value, str) else kind
 
@@ -237,14 +237,15 @@ def design_space_figure(records: Iterable[Mapping[str, Any]], title: str = "") -
     records = list(records)
     phases = [p for p in ("training", "inference") if any(phase_of(r) == p for r in records)]
     fig = _figure(5.0 * len(phases) + 1.5, 4.4)
-    compute = [peak_macs_per_cycle(r) or 1 for r in records]
-    norm = LogNorm(vmin=min(compute), vmax=max(compute, default=1) + (max(compute) == min(compute)))
+    compute = {id(r): peak_macs_per_cycle(r) or 1 for r in records}
+    lo, hi = min(compute.values()), max(compute.values())
+    norm = LogNorm(vmin=lo, vmax=hi if hi > lo else lo + 1)
     axes = fig.subplots(1, len(phases), squeeze=False)[0]
     scatter = None
     for ax, phase in zip(axes, phases, strict=True):
         group = [r for r in records if phase_of(r) == phase]
         scatter = ax.scatter([r["latency_cycles"] for r in group], [r["energy_pj"] for r in group],
-                             c=[peak_macs_per_cycle(r) or 1 for r in group], norm=norm, cmap="viridis",
+                             c=[compute[id(r)] for r in group], norm=norm, cmap="viridis",
                              s=22, alpha=0.85, edgecolors="none")
         front = non_dominated(group, key=lambda r: (r["latency_cycles"], r["energy_pj"]), keep_equal=False)
         ax.scatter([r["latency_cycles"] for r in front], [r["energy_pj"] for r in front], s=70,

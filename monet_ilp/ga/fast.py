@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
+from itertools import chain
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -108,27 +109,32 @@ def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:
     # them by start (EV.E2), so an op whose first-placed run is not its earliest one
     # moves between the parts.
     compute_cycles = compute_pj = recompute_pj = sram_pj = dram_pj = link_pj = 0
-    run_pj, pinned_pj = tb.run_pj, tb.pinned_pj
+    runs, run_pj, pinned_pj = raw.runs, tb.run_pj, tb.pinned_pj
     at_pinned_cost = set(raw.pinned_runs)  # EV.E1.5, as the decoder applied it
-    rerun: dict[str, list[tuple[int, int, str, int, str]]] = {}
-    for i, run in enumerate(raw.runs):
+
+    def run_parts(i: int) -> tuple[int, int, int]:
+        """(compute, SRAM, DRAM) pJ of run ``i``."""
+        return (pinned_pj if i in at_pinned_cost else run_pj)[(runs[i][2], runs[i][4])]
+
+    rerun: dict[str, list[int]] = {}  # op -> indices of its runs placed after the first
+    for i, run in enumerate(runs):
         compute_cycles += run[1] - run[0]
-        c, s, d = (pinned_pj if i in at_pinned_cost else run_pj)[(run[2], run[4])]
+        c, s, d = run_parts(i)
         if run[3]:
             recompute_pj += c + s + d
-            rerun.setdefault(run[2], []).append(run)
+            rerun.setdefault(run[2], []).append(i)
         else:
             compute_pj += c
             sram_pj += s
             dram_pj += d
     if rerun:
-        firsts = {run[2]: run for run in raw.runs if not run[3] and run[2] in rerun}
+        placed_first = {run[2]: i for i, run in enumerate(runs) if not run[3] and run[2] in rerun}
         for op, later in rerun.items():
-            placed = firsts[op]
-            earliest = min([placed, *later], key=lambda r: (r[0], r[1], r[3]))
-            if earliest is not placed:
-                for run, sign in ((placed, -1), (earliest, 1)):
-                    c, s, d = (pinned_pj if _index(raw, run) in at_pinned_cost else run_pj)[(run[2], run[4])]
+            placed = placed_first[op]
+            earliest = min([placed, *later], key=lambda i: (runs[i][0], runs[i][1], runs[i][3]))
+            if earliest != placed:
+                for i, sign in ((placed, -1), (earliest, 1)):
+                    c, s, d = run_parts(i)
                     compute_pj += sign * c
                     sram_pj += sign * s
                     dram_pj += sign * d
@@ -172,10 +178,6 @@ def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:
         objective_value=objective_value(instance, latency, compute_cycles, energy))
 
 
-def _index(raw: RawSchedule, run: tuple[int, int, str, int, str]) -> int:
-    return next(i for i, r in enumerate(raw.runs) if r is run)
-
-
 def _deltas(tb: _Tables, raw: RawSchedule, latency: int) -> dict[str, dict[int, int]]:
     """EV.E2's byte changes per memory and instant, from the decoder's copies (EV.E1).
 
@@ -183,20 +185,14 @@ def _deltas(tb: _Tables, raw: RawSchedule, latency: int) -> dict[str, dict[int, 
     """
     size = tb.bytes
     deltas: dict[str, dict[int, int]] = {m: {} for m in tb.capacity}
-    for memory, alloc, free, t in raw.freed:
-        if free > latency:
-            free = max(latency, alloc)
+    copies = chain(((m, a, f if f <= latency else max(latency, a), t) for m, a, f, t in raw.freed),
+                   ((m, a, latency, t) for m, a, t in raw.held))
+    for memory, alloc, free, t in copies:
         if alloc < free:
             d = deltas[memory]
             n = size[t]
             d[alloc] = d.get(alloc, 0) + n
             d[free] = d.get(free, 0) - n
-    for memory, alloc, t in raw.held:
-        if alloc < latency:
-            d = deltas[memory]
-            n = size[t]
-            d[alloc] = d.get(alloc, 0) + n
-            d[latency] = d.get(latency, 0) - n
     home = tb.persistent_home
     if home is not None and latency > 0:
         held = {home: tb.persistent_bytes}  # persistent tensors: pinned, or at home (EV.E1.5)

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "POINT_KEYS", "point_of", "run_ga"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "POINT_KEYS", "front_file", "point_of", "run_ga"]
 
 #: The key of each objective in a point of the front file.
 POINT_KEYS = {"latency": "latency_cycles", "energy": "energy_pj"}
@@ -161,27 +161,20 @@ def run_ga(
     finally:
         scorer.close()
     searched = time.perf_counter() - began
-    points = _front(instance, genome, objectives, scorer.cache, seeds)
-    return {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "instance": instance.name,
-        "instance_fingerprint": instance.fingerprint,
-        "instance_objective": str(instance.objective),
-        "objectives": list(objectives),
-        "generations": done,
-        "population": population,
-        "seed": seed,
-        "stopped": stopped,
-        "workers": workers,
-        "evaluations": scorer.evaluations,
-        "cache_hits": scorer.hits,
-        "seconds": round(searched, 3),
-        "evaluations_per_second": round(scorer.evaluations / searched, 1) if searched > 0 else None,
-        "scoring": "fast" if fast and not genome.sequence_form else "reference",
-        "pin_genes": len(genome.pin_layers),
-        "points": points,
-    }
+    return front_file(
+        instance, objectives, _front(instance, genome, objectives, scorer.cache, seeds),
+        generations=done, population=population, seed=seed, stopped=stopped, workers=workers,
+        evaluations=scorer.evaluations, cache_hits=scorer.hits, seconds=round(searched, 3),
+        evaluations_per_second=round(scorer.evaluations / searched, 1) if searched > 0 else None,
+        scoring="fast" if fast and not genome.sequence_form else "reference", pin_genes=len(genome.pin_layers))
+
+
+def front_file(instance: Instance, objectives: Seq[str], points: list[dict[str, Any]],
+               **fields: Any) -> dict[str, Any]:
+    """A front file (:data:`FORMAT_NAME`): what it is of, the run's ``fields``, then ``points``."""
+    return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "instance": instance.name,
+            "instance_fingerprint": instance.fingerprint, "instance_objective": str(instance.objective),
+            "objectives": list(objectives), **fields, "points": points}
 
 
 def _initial_rows(instance: Instance, genome: Genome, seed_schedules: list[Schedule], population: int,

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
-from monet_ilp.ga.nsga2 import FORMAT_NAME, FORMAT_VERSION, POINT_KEYS, point_of, run_ga
+from monet_ilp.ga.nsga2 import POINT_KEYS, front_file, point_of, run_ga
 from monet_ilp.instance import Problem
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.results import gap_of, non_dominated
@@ -121,25 +121,10 @@ def refine(
             progress(r + 1, rounds, f"round {r + 1}/{rounds}: best {best_value}, bound {bound}")
     keys = [POINT_KEYS[o] for o in objectives]
     front = non_dominated(candidates, key=lambda p: tuple(p[k] for k in keys), keep_equal=False)
-    return {
-        "format": FORMAT_NAME,
-        "version": FORMAT_VERSION,
-        "instance": instance.name,
-        "instance_fingerprint": instance.fingerprint,
-        "instance_objective": str(instance.objective),
-        "objectives": list(objectives),
-        "generations": generations,
-        "population": population,
-        "seed": seed,
-        "stopped": "rounds",
-        "workers": workers,
-        "evaluations": evaluations,
-        "seconds": round(time.perf_counter() - began, 3),
-        "refine": history,
-        "bound": bound,
-        "gap": gap_of(best_value, bound),
-        "points": sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"])),
-    }
+    return front_file(instance, objectives, sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"])),
+                      generations=generations, population=population, seed=seed, stopped="rounds",
+                      workers=workers, evaluations=evaluations, seconds=round(time.perf_counter() - began, 3),
+                      refine=history, bound=bound, gap=gap_of(best_value, bound))
 
 
 def _better_start(instance: Instance, hint: Schedule | Sequence | None,

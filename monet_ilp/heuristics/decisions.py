@@ -522,7 +522,7 @@ def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -
         each Belady eviction), ``over_capacity`` (``[op, memory, bytes]`` where an op
         did not fit even after evicting everything else), ``offloaded_instead``
         (recompute decisions turned into offloads because a weight update came first)
-        and ``unpinned`` (pins left out: their readers run on several cores).
+        and ``unpinned`` (the pins it left out, module docstring).
 
     Raises
     ------
@@ -536,7 +536,7 @@ def decode(instance: Instance, decisions: Decisions, *, validate: bool = True) -
     if plan.sequence_form:
         return decode_sequence(instance, decisions)
     policy = [POLICIES.index(decisions.tensors.get(t, _KEEP)) for t in plan.saved]
-    return _placed(instance, plan, plan.core_of_ops(decisions.cores), policy, decisions.pinned).run()
+    return _placed(instance, plan, plan.core_of_ops(decisions.cores), policy, decisions.pinned)[0].run()
 
 
 def decode_sequence(instance: Instance, decisions: Decisions) -> Sequence:
@@ -562,11 +562,7 @@ def decode_raw(instance: Instance, policy: list[int], layer_core: list[str],
                pins: Iterable[str] = ()) -> RawSchedule:
     """:func:`decode_genes` without building the schedule's objects (the GA's fast path,
     :mod:`monet_ilp.ga.fast`)."""
-    plan = plan_of(instance)
-    raw = _placed(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
-                  pins).placed
-    assert raw is not None
-    return raw
+    return _placed_genes(instance, policy, layer_core, pins)[1]
 
 
 def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], pins: Iterable[str] = (), *,
@@ -575,13 +571,17 @@ def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], p
     tensor, a core per layer (both in the instance's order), the persistent tensors to
     pin; no validation.  ``tidy=False`` leaves the schedule's lists in the order they
     were made (faster; same evaluation)."""
+    return _placed_genes(instance, policy, layer_core, pins)[0].run(tidy=tidy)
+
+
+def _placed_genes(instance: Instance, policy: list[int], layer_core: list[str],
+                  pins: Iterable[str]) -> tuple[_Decoder, RawSchedule]:
     plan = plan_of(instance)
-    return _placed(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy,
-                   pins).run(tidy=tidy)
+    return _placed(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy, pins)
 
 
 def _placed(instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int],
-            pins: Iterable[str]) -> _Decoder:
+            pins: Iterable[str]) -> tuple[_Decoder, RawSchedule]:
     """A decoder that has placed every op under ``pins`` less those a recomputation
     contradicts: a rerun on another core than a pinned input's (EV.E1.5 would find the
     input missing there).  Each such pin is dropped and the decoding starts again."""
@@ -589,10 +589,10 @@ def _placed(instance: Instance, plan: DecoderPlan, core_of: list[str], policy: l
     dropped: list[str] = []
     while True:
         decoder = _Decoder(instance, plan, core_of, policy, strict=False, heuristic="decisions", pins=pins)
-        decoder.place()
+        raw = decoder.place()
         if not decoder.conflicts:
             decoder.unpinned += dropped
-            return decoder
+            return decoder, raw
         dropped += [t for t in pins if t in decoder.conflicts]
         pins = [t for t in pins if t not in decoder.conflicts]
 
@@ -612,8 +612,8 @@ class RawSchedule(NamedTuple):
     :class:`~monet_ilp.schedule.OpRun` (start, end, op, instance, core) and each
     :class:`~monet_ilp.schedule.Transfer` (start, end, tensor, src, dst, link) in the
     order they were made, the makespan, and the copies (EV.E1) they make: a run's output
-    from the run's start, a transfer's from the transfer's start, graph inputs in the
-    shared memory from 0."""
+    from the run's start, a transfer's from the transfer's start, graph inputs in their
+    home memory from 0."""
 
     runs: list[tuple[int, int, str, int, str]]
     transfers: list[tuple[int, int, str, str, str, str]]
@@ -653,6 +653,7 @@ class _Decoder:
                              f"offloads to); this instance starts its inputs in SRAM {plan.input_home!r} "
                              "and has no memory to offload to", field="input_home",
                              fix="use a P2 or P3 instance (a P1 instance has keep / recompute decisions only)")
+        self.shared: str = plan.shared
         self.plan, self.core_of, self.strict, self.heuristic = plan, core_of, strict, heuristic
         self.policy = {t: policy[i] for i, t in enumerate(plan.saved) if policy[i]}  # not keep
         # Recompute decisions whose rerun would follow an update of its weights become offloads.
@@ -731,7 +732,7 @@ class _Decoder:
                 self.resident[home][t] = self.alloc[home][t] = 0
                 self.used[home] += plan.size[t]
         else:
-            self.shared_copies = [(plan.shared, 0, t) for t in read_inputs]
+            self.shared_copies = [(self.shared, 0, t) for t in read_inputs]
         self.lifetimes: list[tuple[str, int, int, str]] = []  # (memory, allocation, free, tensor)
 
     def _rerun_cores(self) -> dict[int, set[str]]:
@@ -785,6 +786,15 @@ class _Decoder:
         self.transfers.append((start, end, tensor, src, dst, link))
         return start, end
 
+    def _write_shared(self, tensor: str, mem: str, ready: int) -> None:
+        """Copy ``tensor`` from ``mem`` to the shared memory (where it then stays); the copy in
+        ``mem`` is kept until the transfer ends."""
+        begin, end = self._move(tensor, mem, self.shared, ready)
+        self.in_shared[tensor] = end
+        self.shared_copies.append((self.shared, begin, tensor))
+        until = self.read_until[mem]
+        until[tensor] = max(until.get(tensor, 0), end)
+
     # ---------------------------------------------------------------- memories
     def _next_read(self, tensor: str, core: str, after: int) -> int | None:
         """The position of the next op after ``after`` that reads ``tensor`` on ``core``."""
@@ -824,14 +834,7 @@ class _Decoder:
                 self.over.append([op, mem, self.used[mem] + need])
                 return
             if key[0] != _INF and victim not in self.in_shared and self.policy.get(victim) != 2:
-                ready = max(self.cursor[mem], resident[victim])
-                shared = self.plan.shared
-                assert shared is not None  # __init__ checked it
-                begin, end = self._move(victim, mem, shared, ready)
-                self.in_shared[victim] = end
-                self.shared_copies.append((shared, begin, victim))
-                until = self.read_until[mem]
-                until[victim] = max(until.get(victim, 0), end)
+                self._write_shared(victim, mem, max(self.cursor[mem], resident[victim]))
             self.evicted.append([victim, mem, op])
             self._release(victim, mem)
 
@@ -859,8 +862,7 @@ class _Decoder:
         if self.used[mem] + size > plan.capacity[mem]:
             self._make_room(mem, size, protected, core, here, plan.order[here])
         cursor = self.cursor[mem]
-        assert plan.shared is not None  # __init__ checked it
-        start, end = self._move(t, plan.shared, mem, max(shared_ready, cursor))
+        start, end = self._move(t, self.shared, mem, max(shared_ready, cursor))
         self.resident[mem][t] = end
         self.alloc[mem][t] = start
         self.used[mem] += size
@@ -995,26 +997,19 @@ class _Decoder:
         if self.strict:
             self._check_fit()
         policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
-        backward, touched, memory_of, shared = plan.backward, plan.touched, plan.memory_of, plan.shared
-        assert shared is not None  # __init__ checked it
+        backward, touched, memory_of = plan.backward, plan.touched, plan.memory_of
         last_on, last_forward_on = self.last_on, self.last_forward_on
         if plan.inputs_in_sram:  # offloaded graph inputs are written to the shared memory first
             home = plan.input_home
             for t in plan.graph_inputs:
                 if policy.get(t) == 1 and t in self.resident[home]:
-                    begin, done = self._move(t, home, shared, 0)
-                    in_shared[t] = done
-                    self.shared_copies.append((shared, begin, t))
-                    self.read_until[home][t] = done
+                    self._write_shared(t, home, 0)
         for k, core in enumerate(self.core_of):
             mem = memory_of[core]
             end = self._run(k, core, k, set(), recompute=False)
             for t in plan.nout[k]:  # other cores, or the offload policy, read it from DRAM
                 if t in to_shared and t not in in_shared:
-                    begin, done = self._move(t, mem, shared, end)
-                    in_shared[t] = done
-                    self.shared_copies.append((shared, begin, t))
-                    self.read_until[mem][t] = done
+                    self._write_shared(t, mem, end)
             forward = not backward[k]
             resident = self.resident[mem]
             last_here, last_forward_here = last_on[core], last_forward_on[core]
