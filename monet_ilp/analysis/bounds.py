@@ -12,6 +12,10 @@ Families (``formulations/bounds.md`` states each and why it holds):
     the latency bound (energy);
   - ``memory``: the smallest SRAM each op needs (its inputs and outputs at once);
     below it no schedule exists;
+* **relaxation**, valid for every schedule as well: ``energy_relaxation``, the pivot
+  relaxation's MILP (BD.E: first-run cores, pins per SRAM, transfers between cores, and
+  what each SRAM holds when each op first starts), solved by HiGHS with the solver
+  bounds' time limit;
 * **solver**: the best bound of the CP-SAT model after a time limit, and the LP
   relaxation of the MILP (P1: Checkmate's; P3: small instances).  These are bounds
   over the model's class of schedules (``p3_problem.md``, P3.K3 with its limits C and T),
@@ -76,7 +80,8 @@ def lower_bounds(
     objective = instance.objective
     bounds: list[Bound] = []
     if instance.problem is not Problem.P1 and objective is not Objective.COMPUTE:
-        bounds += combinatorial_bounds(instance)
+        # With the solvers: the pivot relaxation (BD.E) too, on energy and weighted objectives.
+        bounds += combinatorial_bounds(instance, relaxation_limit=time_limit if solver else None)
     incumbent = None
     if solver:
         options: dict[str, Any] = {}

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
 
 __all__ = ["INTEGER_GAP", "SOLVERS", "SolverRun", "SparseMilp", "check_solver", "finite_or_none",
-           "trivial_run"]
+           "safe_ceil", "trivial_run"]
 
 #: The MILP solvers every MILP backend offers (option ``milp_solver``).
 SOLVERS = ("highs", "cbc")
@@ -43,6 +43,17 @@ def check_solver(name: Any) -> str:
         raise MonetError(f"unknown MILP solver {name!r}", field="milp_solver",
                          fix=f"use one of: {', '.join(SOLVERS)}")
     return solver
+
+
+def safe_ceil(value: float) -> int:
+    """The least integer at least ``value`` less the solver's tolerance.
+
+    HiGHS returns optima within feasibility tolerances (1e-7 on scaled rows):
+    ``1e-6 + 1e-7 * |value|`` is taken off before rounding up, so that an integer optimum
+    computed as ``5039.0000001`` gives 5039, never 5040 (on values near 1e12 cycles the
+    bound gives up about 1e5 cycles, and stays a bound).
+    """
+    return math.ceil(value - 1e-6 - 1e-7 * abs(value))
 
 
 @dataclass(eq=False)

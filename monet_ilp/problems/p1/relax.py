@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.highs import run_highs
-from monet_ilp.engines.milp import INTEGER_GAP, SparseMilp
+from monet_ilp.engines.milp import INTEGER_GAP, SparseMilp, safe_ceil
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p1.data import p1_data
 
@@ -104,17 +104,6 @@ WATCHED_NONZEROS = 200_000
 
 _ONE = -1  # a term fixed to 1
 _ZERO = -2  # a term outside the value's range: 0 in the relaxation (BD.R0)
-
-
-def safe_ceil(value: float) -> int:
-    """The least integer at least ``value`` less the solver's tolerance.
-
-    HiGHS returns optima within feasibility tolerances (1e-7 on scaled rows):
-    ``1e-6 + 1e-7 * |value|`` is taken off before rounding up, so that an integer optimum
-    computed as ``5039.0000001`` gives 5039, never 5040 (on values near 1e12 cycles the
-    bound gives up about 1e5 cycles, and stays a bound).
-    """
-    return math.ceil(value - 1e-6 - 1e-7 * abs(value))
 
 
 @dataclass(frozen=True)

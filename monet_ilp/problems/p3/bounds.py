@@ -11,13 +11,23 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
+from monet_ilp.problems.p3.relax import energy_relaxation
 
-__all__ = ["Bound", "combinatorial_bound", "combinatorial_bounds"]
+if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
+
+__all__ = ["RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "combinatorial_bound",
+           "combinatorial_bounds"]
+
+#: Share of a backend's time (and at most this many seconds) for the pivot relaxation
+#: (BD.E) on energy and weighted objectives, before its own model runs.
+RELAXATION_SHARE = 0.1
+RELAXATION_AT_MOST = 20.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,7 +35,7 @@ class Bound:
     """One lower bound: its family and name, value, the class it holds for, and its cost."""
 
     name: str
-    family: str  # "combinatorial" | "solver"
+    family: str  # "combinatorial" | "relaxation" | "solver"
     value: int | float | None
     holds_for: str
     seconds: float = 0.0
@@ -40,8 +50,15 @@ class Bound:
         return -math.inf if self.value is None else self.value
 
 
-def combinatorial_bounds(instance: Instance, objective: Objective | None = None) -> list[Bound]:
-    """The closed-form bounds (BD.B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance."""
+def combinatorial_bounds(instance: Instance, objective: Objective | None = None, *,
+                         relaxation_limit: float | None = None) -> list[Bound]:
+    """The closed-form bounds (BD.B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance.
+
+    With ``relaxation_limit`` (seconds) and an energy or weighted objective, also the
+    pivot relaxation (BD.E, :func:`~monet_ilp.problems.p3.relax.energy_relaxation`),
+    which holds for every schedule as well: ``energy_relaxation`` (energy), or
+    ``latency_and_energy_relaxation`` (weighted, its energy term from the relaxation).
+    """
     objective = objective or instance.objective
     began = time.perf_counter()
     p3 = dataclasses.replace(instance, problem=Problem.P3, objective=Objective.LATENCY,
@@ -80,14 +97,32 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None)
             value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * energy / meta["energy_ref_pj"]
             out.append(Bound("latency_and_energy", "combinatorial", value, every,
                              detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
+    if relaxation_limit is not None and objective in (Objective.ENERGY, Objective.WEIGHTED):
+        out += _relaxation_bounds(instance, objective, relaxation_limit, latency, every)
     # BD.B4: an op that fits none of its cores (or inputs that overflow their home): no
     # schedule at all, so the optimum is +infinity, which the bound then says.
     reason = data.min_capacity_proof()
     out.append(Bound("memory", "combinatorial", math.inf if reason else None, every,
                      detail=reason.removeprefix("infeasible: ") if reason else
                      f"every op fits somewhere (an SRAM of {data.min_sram_bytes()} bytes on every core holds any op)"))
-    seconds = time.perf_counter() - began
-    return [dataclasses.replace(b, seconds=round(seconds / max(1, len(out)), 4)) for b in out]
+    seconds = time.perf_counter() - began - sum(b.seconds for b in out)
+    return [b if b.family == "relaxation" else dataclasses.replace(b, seconds=round(seconds / max(1, len(out)), 4))
+            for b in out]
+
+
+def _relaxation_bounds(instance: Instance, objective: Objective, limit: float, latency: int,
+                       every: str) -> list[Bound]:
+    """BD.E: the pivot relaxation's energy bound, and the weighted bound built on it."""
+    relaxed = energy_relaxation(instance, time_limit=limit)
+    if relaxed.value is None:
+        return []
+    detail = f"{relaxed.method}: {relaxed.detail}"
+    if objective is Objective.ENERGY:
+        return [Bound("energy_relaxation", "relaxation", relaxed.value, every, relaxed.seconds, detail)]
+    meta, alpha = instance.meta, instance.alpha
+    value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * relaxed.value / meta["energy_ref_pj"]
+    return [Bound("latency_and_energy_relaxation", "relaxation", value, every, relaxed.seconds,
+                  f"latency >= {latency} cycles, energy >= {relaxed.value} pJ ({detail})")]
 
 
 def _pinning_knapsack(data: P3Data) -> int:
@@ -125,14 +160,27 @@ def _pinning_knapsack(data: P3Data) -> int:
     return base - int(saved) - (1 if saved != int(saved) else 0)
 
 
-def combinatorial_bound(instance: Instance) -> int | float | None:
+def combinatorial_bound(instance: Instance, *, relaxation_limit: float | None = None) -> int | float | None:
     """The best closed-form lower bound on the instance's objective (``formulations/bounds.md``).
 
     BD.B1-B5 hold for every schedule, so any backend may report it, also when it stops
-    before its own solver has a bound (``formulations/time_limits.md``).
+    before its own solver has a bound (``formulations/time_limits.md``).  With
+    ``relaxation_limit`` seconds, the pivot relaxation (BD.E) on energy and weighted
+    objectives too.
     """
     try:
-        values = [b.value for b in combinatorial_bounds(instance) if b.value is not None]
+        values = [b.value for b in combinatorial_bounds(instance, relaxation_limit=relaxation_limit)
+                  if b.value is not None]
     except MonetError:  # a runtime limit below the latency bound: the solver proves it too
         return None
     return max(values, default=None)
+
+
+def backend_floor(instance: Instance, deadline: Deadline) -> int | float | None:
+    """The bound a P3 backend reports when its own is weaker: BD.B1-B6, and BD.E on energy.
+
+    The pivot relaxation gets :data:`RELAXATION_SHARE` of the time left, at most
+    :data:`RELAXATION_AT_MOST` seconds; on a latency objective nothing is solved.
+    """
+    limit = deadline.solver_limit(RELAXATION_SHARE, at_most=RELAXATION_AT_MOST)
+    return combinatorial_bound(instance, relaxation_limit=limit)

@@ -22,7 +22,7 @@ from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.instance import Instance, Objective
-from monet_ilp.problems.p3.bounds import combinatorial_bound
+from monet_ilp.problems.p3.bounds import backend_floor
 from monet_ilp.problems.p3.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -791,7 +791,7 @@ def solve_p3_cpsat(
         stats["hint"] = "given"
     if isinstance(start, Sequence):
         start = evaluate(instance, start).schedule
-    floor = combinatorial_bound(instance)  # BD.B1-B5 of bounds.md hold for every schedule
+    floor = backend_floor(instance, deadline)  # BD.B1-B6 and BD.E of bounds.md hold for every schedule
     try:
         built = P3CpModel(data, deadline=deadline)
         if start is not None:

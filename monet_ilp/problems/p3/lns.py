@@ -36,7 +36,7 @@ from monet_ilp.engines.cpsat import configured_solver
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
-from monet_ilp.problems.p3.bounds import combinatorial_bound
+from monet_ilp.problems.p3.bounds import backend_floor
 from monet_ilp.problems.p3.cpsat import DEFAULT_PARAMS, P3CpModel, _baseline
 from monet_ilp.problems.p3.data import DEFAULT_MAX_COMPUTES, DEFAULT_MAX_TRANSFERS, p3_data
 from monet_ilp.results import BackendResult, Status
@@ -116,7 +116,7 @@ def solve_p3_lns(
     data = p3_data(instance,
                    max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
                    max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers)
-    floor = combinatorial_bound(instance)
+    floor = backend_floor(instance, deadline)
     stats: dict[str, Any] = {"model": "p3_cpsat", "search": "lns", "hint": "given" if hint is not None else "baseline"}
     start = hint if hint is not None else _baseline(instance)
     if start is None:

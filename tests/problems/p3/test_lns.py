@@ -34,8 +34,9 @@ def test_steps_improve_the_start_and_every_schedule_is_verified():
     # The trajectory only goes down, and ends at the returned objective.
     values = [v for _, v in stats["trajectory"]]
     assert values == sorted(values, reverse=True) and values[-1] == result.objective
-    # The bound is the combinatorial one: it holds for every schedule.
-    assert result.bound == combinatorial_bound(inst) <= result.objective
+    # The bound holds for every schedule: the closed forms and the pivot relaxation (BD.E).
+    assert result.bound == combinatorial_bound(inst, relaxation_limit=60) <= result.objective
+    assert result.bound > combinatorial_bound(inst)
 
 
 def test_a_hint_is_the_start_and_the_result_is_never_worse():

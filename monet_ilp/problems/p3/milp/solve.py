@@ -20,7 +20,7 @@ from monet_ilp.engines.pulp_models import export_problem, solve_pulp
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified, evaluate
 from monet_ilp.instance import Instance, Objective
-from monet_ilp.problems.p3.bounds import combinatorial_bound
+from monet_ilp.problems.p3.bounds import backend_floor
 from monet_ilp.problems.p3.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
@@ -210,7 +210,7 @@ def solve_p3_milp(
     candidates = [("given", _timed(instance, hint))] if hint is not None else []
     if use_baseline_hint:  # also when the hint given does not fit the model
         candidates += [(s.meta.get("heuristic", "baseline"), s) for s in _baseline(instance)]
-    floor = combinatorial_bound(instance)
+    floor = backend_floor(instance, deadline)
     bounds: list[float] = []
     lp_bound: float | None = None
 
