@@ -2,7 +2,7 @@
 
 One module per command group (:mod:`.graph`, :mod:`.hardware`, :mod:`.instance`,
 :mod:`.evaluate`, :mod:`.solve`, :mod:`.ga`, :mod:`.plot`, :mod:`.batch`,
-:mod:`.demo`, :mod:`.backends`), all printing through :mod:`.render`.  The root group
+:mod:`.demo`, :mod:`.backends`, :mod:`.plan`), all printing through :mod:`.render`.  The root group
 imports a command's module only when that command runs (:class:`.lazy.LazyGroup`).
 
 Tables go to the terminal and JSON to files.  Exit status, the same for every command:
@@ -55,6 +55,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Run instance sets (YAML manifests) locally or on Dask; summarise and plot the results."),
     "demo": ("monet_ilp.cli.demo:demo",
              "ResNet-18 (CIFAR) on a 2x2 edge_tpu: store-all, Chen sqrt(n), GA and cpsat, graded against bounds."),
+    "plan": ("monet_ilp.cli.plan:plan_cmd",
+             "Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."),
+    "layer-memory": ("monet_ilp.cli.plan:layer_memory_cmd",
+                     "Activation bytes one transformer layer keeps for its backward pass, per device."),
     "backends": ("monet_ilp.cli.backends:backends",
                  "Which backend solves which problem class and objective, exactly over which schedules."),
 }

@@ -1,0 +1,161 @@
+"""``monet-ilp plan`` and ``monet-ilp layer-memory``: training on many devices (P4).
+
+``plan`` searches the degrees, stages, micro-batching and recomputation of a transformer
+on a cluster preset (``formulations/p4_problem.md``), prints the plan the evaluator
+measured with its bound and gap, and writes it as JSON; ``layer-memory`` prints the
+activation bytes of one transformer layer, term by term, with the published closed form.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.table import Table
+
+from monet_ilp.cli.render import POSITIVE, SECONDS, console, err_console, exit_unless, show, working
+from monet_ilp.errors import MonetError
+from monet_ilp.hardware.cluster import CLUSTERS, cluster
+from monet_ilp.plot.pipeline import pipeline
+from monet_ilp.problems.p4.memory import RECOMPUTE, closed_form, layer_activations
+from monet_ilp.problems.p4.model import MODELS, model_config
+from monet_ilp.problems.p4.search import plan_search
+
+__all__ = ["layer_memory_cmd", "plan_cmd"]
+
+
+def _human(nbytes: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= size:
+            return f"{nbytes / size:.2f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def _params(items: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise MonetError(f"-p {item!r} is not KEY=VALUE", field="-p", fix="write e.g. -p preset=medium")
+        out[key.strip()] = value.strip()
+    unknown = sorted(set(out) - {"preset", "seq"})
+    if unknown:
+        raise MonetError(f"unknown model parameter {unknown[0]!r}", field=f"-p {unknown[0]}",
+                         fix="use -p preset=NAME and -p seq=N")
+    return out
+
+
+def _runs(recompute: tuple[str, ...]) -> str:
+    """``none x20, selective x4``: a layer list in runs."""
+    out: list[list[Any]] = []
+    for r in recompute:
+        if out and out[-1][0] == r:
+            out[-1][1] += 1
+        else:
+            out.append([r, 1])
+    return ", ".join(f"{r} x{n}" for r, n in out)
+
+
+@click.command("plan")
+@click.option("--model", required=True, type=click.Choice(sorted(MODELS)), help="Transformer family.")
+@click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
+              help="preset=NAME (gpt2: small/medium/large/xl; llama: 1b/8b; gpt3: 22b/175b/530b/1t), seq=N.")
+@click.option("--cluster", "cluster_name", default="dgx_a100", show_default=True,
+              type=click.Choice(sorted(CLUSTERS)), help="Cluster preset.")
+@click.option("--nodes", type=POSITIVE, default=1, show_default=True, help="Nodes of the cluster.")
+@click.option("--global-batch", type=POSITIVE, required=True, help="Sequences per iteration.")
+@click.option("--objective", type=click.Choice(["time", "energy"]), default="time", show_default=True)
+@click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds for the search.")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the plan and its measures here.")
+@click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Draw the pipeline schedule here.")
+def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int, global_batch: int,
+             objective: str, time_limit: float, json_out: str | None, plot_out: str | None) -> None:
+    """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."""
+    options = _params(params)
+    config = model_config(model, preset=options.get("preset"),
+                          seq=int(options["seq"]) if "seq" in options else None)
+    spec = cluster(cluster_name, nodes=nodes)
+    with working(f"planning {config.name} on {spec.name}"):
+        result = plan_search(config, spec, global_batch=global_batch, objective=objective, time_limit=time_limit)
+    if result.plan is None or result.metrics is None:
+        console.print(f"{result.status}: no plan of the class fits ({result.stats})", markup=False)
+        if json_out:
+            Path(json_out).write_text(json.dumps(result.to_dict()) + "\n")
+        exit_unless(False)
+        return
+    plan, m = result.plan, result.metrics
+    table = Table(title=f"{config.name} on {spec.name} ({spec.devices} x {spec.device.name}), "
+                        f"global batch {global_batch}")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("status", result.status)
+    table.add_row("degrees (data x pipeline x tensor)",
+                  f"{plan.data} x {plan.pipeline} x {plan.tensor}" + (" + sequence" if plan.sequence_parallel else ""))
+    table.add_row("micro-batch x count", f"{plan.micro_batch} x {plan.micro_batches} ({plan.schedule})")
+    table.add_row("ZeRO stage", str(plan.zero))
+    table.add_row("layers per stage", " ".join(map(str, plan.stages)))
+    table.add_row("recompute", _runs(plan.recompute))
+    for s, stage in enumerate(m.stages):
+        table.add_row(f"stage {s} memory per device",
+                      f"{_human(stage.memory_bytes)} of {_human(spec.device.memory_bytes)} "
+                      f"({stage.in_flight} micro-batches in flight)")
+    table.add_row("time per iteration", f"{m.time_s:.4f} s")
+    table.add_row("  compute / communication / bubble",
+                  f"{m.compute_ns / 1e9:.4f} / {m.communication_ns / 1e9:.4f} / {m.bubble_ns / 1e9:.4f} s")
+    table.add_row("energy per iteration", f"{m.energy_j:,.0f} J")
+    table.add_row("MFU / HFU", f"{100 * m.mfu:.1f} % / {100 * m.hfu:.1f} %")
+    unit = "s" if objective == "time" else "J"
+    table.add_row(f"bound ({objective})", "-" if result.bound is None else f"{result.bound:.4f} {unit}")
+    table.add_row("gap", "-" if result.gap is None else f"{100 * result.gap:.2f} %")
+    table.add_row("candidates solved / pruned / infeasible",
+                  f"{result.stats['solved']} / {result.stats['pruned']} / {result.stats['infeasible']} "
+                  f"of {result.stats['candidates']}")
+    table.add_row("search time", f"{result.seconds:.1f} s")
+    show(table)
+    console.print(f"bound over: {result.holds_for}", markup=False, highlight=False)
+    if json_out:
+        Path(json_out).write_text(json.dumps(result.to_dict()) + "\n")
+        err_console.print(f"wrote {json_out}")
+    if plot_out:
+        pipeline(m, out=plot_out)
+        err_console.print(f"wrote {plot_out}")
+    exit_unless(m.feasible)
+
+
+@click.command("layer-memory")
+@click.option("--seq", type=POSITIVE, required=True, help="Sequence length s.")
+@click.option("--batch", type=POSITIVE, required=True, help="Micro-batch b.")
+@click.option("--hidden", type=POSITIVE, required=True, help="Hidden size h.")
+@click.option("--heads", type=POSITIVE, required=True, help="Attention heads a.")
+@click.option("--tp", type=POSITIVE, default=1, show_default=True, help="Tensor-parallel degree t.")
+@click.option("--sequence-parallel", is_flag=True, help="Split the norms and dropouts along the sequence.")
+@click.option("--recompute", type=click.Choice(RECOMPUTE), default="none", show_default=True)
+@click.option("--dtype", type=click.Choice(["fp16", "bf16"]), default="fp16", show_default=True,
+              help="Activation type (2 bytes; masks 1 byte).")
+@click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write {bytes, terms, ...} here.")
+def layer_memory_cmd(seq: int, batch: int, hidden: int, heads: int, tp: int, sequence_parallel: bool,
+                     recompute: str, dtype: str, json_out: str | None) -> None:
+    """Activation bytes one transformer layer keeps for its backward pass, per device."""
+    acts = layer_activations(seq=seq, batch=batch, hidden=hidden, heads=heads, tp=tp,
+                             sequence_parallel=sequence_parallel, recompute=recompute)
+    published = closed_form(seq=seq, batch=batch, hidden=hidden, heads=heads, tp=tp,
+                            sequence_parallel=sequence_parallel, recompute=recompute)
+    table = Table(title=f"one layer: s={seq} b={batch} h={hidden} a={heads} t={tp}"
+                        + (" +sequence parallel" if sequence_parallel else "") + f", recompute {recompute}, {dtype}")
+    table.add_column("saved tensor")
+    table.add_column("bytes", justify="right")
+    table.add_column("divided by t")
+    for term in acts.terms:
+        table.add_row(term.name, f"{term.bytes:,}", {"tensor": "yes", "sequence": "yes (sequence)"}.get(term.split,
+                                                                                                     "no"))
+    table.add_row("total", f"{acts.bytes:,}", _human(acts.bytes))
+    show(table)
+    console.print(f"Korthikanti et al. closed form: {float(published):,.0f} bytes", markup=False, highlight=False)
+    if json_out:
+        Path(json_out).write_text(json.dumps({
+            "bytes": acts.bytes, "closed_form_bytes": float(published), "recompute": recompute, "tp": tp,
+            "sequence_parallel": sequence_parallel, "dtype": dtype,
+            "terms": [{"name": t.name, "bytes": t.bytes, "split": t.split} for t in acts.terms]}) + "\n")
+        err_console.print(f"wrote {json_out}")

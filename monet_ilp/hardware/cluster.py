@@ -1,0 +1,185 @@
+"""Clusters of devices for multi-device training (P4): devices, nodes and the network between them.
+
+The input of P4 beside the model (``formulations/p4_problem.md``, P4.H1-H4), as the
+hardware files are for P1-P3.  A cluster is ``nodes`` nodes of ``devices_per_node``
+identical devices: devices of one node talk over the node's fabric (NVLink and
+NVSwitch, or an on-chip mesh), nodes over the network (InfiniBand, Ethernet).  Every
+figure is per device and per direction, in SI units (FLOP/s, bytes, bytes/s, seconds,
+watts), with its source or assumption in ``p4_problem.md`` (section "Presets").
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from monet_ilp.errors import MonetError
+
+__all__ = ["CLUSTERS", "ClusterSpec", "DeviceSpec", "cluster", "dgx_a100", "dgx_h100", "edge_tpu_mesh",
+           "with_device"]
+
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    """One accelerator (P4.H1).
+
+    Attributes
+    ----------
+    name
+        What it is.
+    peak_flops
+        Dense 16-bit peak, FLOP/s.
+    gemm_efficiency
+        The share of ``peak_flops`` a large matrix product sustains (an assumption per
+        preset, ``p4_problem.md``): the roofline's compute ceiling.
+    memory_bytes
+        Device memory (HBM, or the DRAM share of an edge device).
+    memory_bandwidth
+        Bytes/s of that memory: the roofline's memory ceiling, for the element-wise ops.
+    busy_w, idle_w
+        Power while computing or communicating, and while waiting (the pipeline bubble).
+    """
+
+    name: str
+    peak_flops: float
+    gemm_efficiency: float
+    memory_bytes: int
+    memory_bandwidth: float
+    busy_w: float
+    idle_w: float
+
+    def __post_init__(self) -> None:
+        for field in ("peak_flops", "memory_bytes", "memory_bandwidth"):
+            if getattr(self, field) <= 0:
+                raise MonetError(f"device {self.name!r}: {field} must be positive", field=field,
+                                 fix="give a positive number")
+        if not 0 < self.gemm_efficiency <= 1:
+            raise MonetError(f"device {self.name!r}: gemm_efficiency = {self.gemm_efficiency}",
+                             field="gemm_efficiency", fix="give a share in (0, 1]")
+        if self.busy_w < 0 or self.idle_w < 0:
+            raise MonetError(f"device {self.name!r}: power must not be negative", field="busy_w",
+                             fix="give watts >= 0")
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """``nodes`` nodes of ``devices_per_node`` devices and the links between them (P4.H2-H4).
+
+    Attributes
+    ----------
+    intra_bandwidth, intra_latency_s
+        A device's bandwidth to the other devices of its node (bytes/s, one direction)
+        and the latency of one step of a collective there.
+    inter_bandwidth, inter_latency_s
+        A device's share of the network between nodes (bytes/s, one direction: the NIC
+        bandwidth per device) and the latency of one step across nodes.
+    """
+
+    name: str
+    device: DeviceSpec
+    devices_per_node: int
+    nodes: int
+    intra_bandwidth: float
+    intra_latency_s: float
+    inter_bandwidth: float
+    inter_latency_s: float
+
+    def __post_init__(self) -> None:
+        if self.devices_per_node < 1 or self.nodes < 1:
+            raise MonetError(f"cluster {self.name!r} has no devices", field="nodes",
+                             fix="give at least one node of at least one device")
+        if min(self.intra_bandwidth, self.inter_bandwidth) <= 0:
+            raise MonetError(f"cluster {self.name!r}: bandwidths must be positive", field="inter_bandwidth",
+                             fix="give positive bytes/s")
+
+    @property
+    def devices(self) -> int:
+        return self.devices_per_node * self.nodes
+
+    def link(self, group: int, stride: int) -> tuple[float, float]:
+        """Bandwidth and step latency of a collective over ``group`` devices ``stride`` apart.
+
+        Devices are numbered node by node; a group whose members span more than one
+        node (``group * stride > devices_per_node``) runs at the network's figures (its
+        slowest hop), otherwise at the node fabric's.
+        """
+        if group * stride <= self.devices_per_node:
+            return self.intra_bandwidth, self.intra_latency_s
+        return self.inter_bandwidth, self.inter_latency_s
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "device": dict(self.device.__dict__), "devices_per_node": self.devices_per_node,
+                "nodes": self.nodes, "intra_bandwidth": self.intra_bandwidth,
+                "intra_latency_s": self.intra_latency_s, "inter_bandwidth": self.inter_bandwidth,
+                "inter_latency_s": self.inter_latency_s}
+
+
+A100_80GB = DeviceSpec("A100-SXM4-80GB", peak_flops=312e12, gemm_efficiency=0.7, memory_bytes=80 * GiB,
+                       memory_bandwidth=2.039e12, busy_w=400.0, idle_w=90.0)
+H100_80GB = DeviceSpec("H100-SXM5-80GB", peak_flops=989e12, gemm_efficiency=0.65, memory_bytes=80 * GiB,
+                       memory_bandwidth=3.35e12, busy_w=700.0, idle_w=120.0)
+
+
+def dgx_a100(*, nodes: int = 1, network_gbps: float = 200.0) -> ClusterSpec:
+    """DGX-A100-like nodes: 8 A100 80 GB on NVSwitch (NVLink 3: 300 GB/s per direction),
+    one ``network_gbps`` NIC per GPU between nodes (HDR InfiniBand: 200 Gb/s)."""
+    return ClusterSpec(f"dgx_a100x{nodes}", A100_80GB, 8, nodes, intra_bandwidth=300e9, intra_latency_s=5e-6,
+                       inter_bandwidth=network_gbps * 1e9 / 8, inter_latency_s=10e-6)
+
+
+def dgx_h100(*, nodes: int = 1, network_gbps: float = 400.0) -> ClusterSpec:
+    """DGX-H100-like nodes: 8 H100 80 GB on NVSwitch (NVLink 4: 450 GB/s per direction),
+    one ``network_gbps`` NIC per GPU (NDR InfiniBand: 400 Gb/s)."""
+    return ClusterSpec(f"dgx_h100x{nodes}", H100_80GB, 8, nodes, intra_bandwidth=450e9, intra_latency_s=5e-6,
+                       inter_bandwidth=network_gbps * 1e9 / 8, inter_latency_s=10e-6)
+
+
+def edge_tpu_mesh(*, nodes: int = 1, chips: int = 4, simd_units: int = 64, lanes: int = 4, pes: int = 4,
+                  clock_hz: float = 800e6, dram_bytes: int = 4 * GiB, dram_bytes_per_cycle: float = 32,
+                  link_bytes_per_cycle: float = 32, mac_pj: float = 4.6) -> ClusterSpec:
+    """Edge-TPU-like chips as devices (the ``edge_tpu`` preset's PE array, ``pes`` PEs per
+    chip): ``chips`` per board on the mesh links, boards linked at the same rate.
+
+    Peak: 2 FLOP per MAC, ``simd_units * lanes`` MACs per PE per cycle; power while busy:
+    the MAC energy at peak (``mac_pj`` per MAC), idle: a tenth of it.
+    """
+    macs = simd_units * lanes * pes * clock_hz
+    busy = macs * mac_pj * 1e-12
+    device = DeviceSpec(f"edge_tpu_U{simd_units}_L{lanes}_x{pes}", peak_flops=2 * macs, gemm_efficiency=0.9,
+                        memory_bytes=dram_bytes, memory_bandwidth=dram_bytes_per_cycle * clock_hz,
+                        busy_w=busy, idle_w=busy / 10)
+    link = link_bytes_per_cycle * clock_hz
+    return ClusterSpec(f"edge_tpu_mesh{chips}x{nodes}", device, chips, nodes, intra_bandwidth=link,
+                       intra_latency_s=1e-6, inter_bandwidth=link, inter_latency_s=2e-6)
+
+
+#: Cluster presets by name (``--cluster``): each takes ``nodes`` and its own keywords.
+CLUSTERS: dict[str, Callable[..., ClusterSpec]] = {
+    "dgx_a100": dgx_a100,
+    "dgx_h100": dgx_h100,
+    "edge_tpu_mesh": edge_tpu_mesh,
+}
+
+
+def cluster(name: str, *, nodes: int = 1, **params: Any) -> ClusterSpec:
+    """A cluster preset by name, with ``nodes`` nodes (a user error for an unknown name)."""
+    if name not in CLUSTERS:
+        close = difflib.get_close_matches(name, CLUSTERS, n=1)
+        raise MonetError(f"unknown cluster {name!r}", field="cluster",
+                         fix=f"use one of {', '.join(sorted(CLUSTERS))}" + (f" (did you mean {close[0]!r}?)"
+                                                                            if close else ""))
+    if nodes < 1:
+        raise MonetError(f"nodes = {nodes}", field="nodes", fix="give at least one node")
+    try:
+        return CLUSTERS[name](nodes=nodes, **params)
+    except TypeError as err:
+        raise MonetError(f"cluster {name!r}: {err}", field="cluster", fix="check the preset's parameters") from err
+
+
+def with_device(spec: ClusterSpec, **changes: Any) -> ClusterSpec:
+    """The cluster with some device figures changed (a what-if)."""
+    return replace(spec, device=replace(spec.device, **changes))

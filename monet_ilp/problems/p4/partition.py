@@ -1,0 +1,184 @@
+"""The stage partition and recomputation of one P4 candidate as a MILP (``p4_problem.md`` P4.P0-P7).
+
+For fixed degrees, micro-batching, schedule and ZeRO stage: which contiguous layers go
+to which pipeline stage, and which layers recompute (none, selective, full), under each
+device's memory, to minimise a lower bound on the evaluator's time (or energy) per
+iteration.  The bound holds for every partition and recomputation of the candidate, so
+the MILP's optimum (and its dual bound at a time limit) bounds the candidate, and its
+solution is a plan the evaluator then measures.  In the spirit of the pipelined-model-
+parallelism ILP of Beaumont et al. (Euro-Par 2021), with the memory of ``p - s``
+micro-batches in flight on stage ``s`` under 1F1B.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.engines.highs import run_highs
+from monet_ilp.engines.milp import SparseMilp
+from monet_ilp.problems.p4.memory import RECOMPUTE
+
+if TYPE_CHECKING:
+    from monet_ilp.hardware.cluster import ClusterSpec
+    from monet_ilp.problems.p4.costs import PlanCosts
+
+__all__ = ["Partition", "solve_partition"]
+
+
+@dataclass(frozen=True)
+class Partition:
+    """The MILP's answer for one candidate."""
+
+    status: str  # "optimal", "feasible" (time limit, with a solution), "infeasible", "limit" (no solution)
+    stages: tuple[int, ...] | None
+    recompute: tuple[str, ...] | None
+    objective: float | None  # the bound's value at the solution (ns, or J for energy)
+    bound: float | None  # a lower bound on every partition of the candidate (same unit)
+    seconds: float
+
+
+def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipeline: int, micro_batches: int,
+                    schedule: str, devices_per_stage: int, objective: str = "time",
+                    time_limit: float | None = None) -> Partition:
+    """Solve P4.P0-P7 for one candidate (``devices_per_stage`` = ``d * t``)."""
+    L, p, m = layers, pipeline, micro_batches
+    options = list(RECOMPUTE)
+    cost: list[float] = []
+    upper: list[float] = []
+    integer: list[bool] = []
+    rows: list[tuple[dict[int, float], float, float]] = []
+
+    def col(c: float = 0.0, *, binary: bool = True, hi: float = 1.0) -> int:
+        # "binary" marks an integer column; its bounds are [0, hi]
+        cost.append(c)
+        upper.append(hi)
+        integer.append(binary)
+        return len(cost) - 1
+
+    def row(terms: dict[int, float], lo: float, hi: float) -> None:
+        rows.append((terms, lo, hi))
+
+    # P4.P0 n[s, k]: how many layers stage s runs with recomputation k.  The layers are
+    # identical, so a stage is a count of layers per option, and the stages, taken in
+    # order, are contiguous blocks: no ordering constraint is needed.
+    w: dict[tuple[int, str], int] = {(s, k): col(binary=True, hi=float(L)) for s in range(p) for k in options}
+    row({j: 1.0 for j in w.values()}, float(L), float(L))  # P4.P1 every layer once
+    for s in range(p):  # P4.P2 every stage runs at least one layer
+        row({w[s, k]: 1.0 for k in options}, 1.0, math.inf)
+    in_flight = [m if schedule == "gpipe" else min(m, p - s) for s in range(p)]
+    transient = costs.layer["full"].transient_bytes
+    work: list[dict[int, float]] = []
+    fixed_work: list[float] = []
+    forward: list[dict[int, float]] = []
+    fixed_forward: list[float] = []
+    sync: list[dict[int, float]] = []
+    fixed_sync: list[float] = []
+    for s in range(p):
+        first, last = s == 0, s == p - 1
+        memory: dict[int, float] = {}
+        stage_work: dict[int, float] = {}
+        stage_sync: dict[int, float] = {}
+        stage_forward: dict[int, float] = {}
+        for k in options:
+            j, lc = w[s, k], costs.layer[k]
+            memory[j] = costs.layer_param_bytes + in_flight[s] * lc.activation_bytes
+            stage_work[j] = lc.forward_ns + lc.backward_ns
+            stage_forward[j] = lc.forward_ns
+            stage_sync[j] = costs.layer_sync_ns + costs.layer_optimizer_ns
+        const = (first * (costs.first_param_bytes + in_flight[s] * costs.first_activation_bytes)
+                 + last * (costs.last_param_bytes + in_flight[s] * costs.last_activation_bytes))
+        if transient:  # P4.P3 the rebuilt activations of a fully recomputed layer's backward
+            x = col()  # stage s recomputes some layer fully
+            row({x: float(L), w[s, "full"]: -1.0}, 0.0, math.inf)
+            memory[x] = float(transient)
+        row(memory, -math.inf, float(costs.capacity_bytes - const))  # P4.P3 memory per device
+        work.append(stage_work)
+        forward.append(stage_forward)
+        fixed_forward.append(first * costs.first_forward_ns + last * costs.last_forward_ns)
+        fixed_work.append(first * (costs.first_forward_ns + costs.first_backward_ns)
+                          + last * (costs.last_forward_ns + costs.last_backward_ns))
+        sync.append(stage_sync)
+        fixed_sync.append(first * (costs.first_sync_ns + costs.first_optimizer_ns)
+                          + last * (costs.last_sync_ns + costs.last_optimizer_ns))
+    # P4.P5 the pipeline: stage s waits for every upstream stage once on the way in and
+    # once on the way out, and runs m forwards and backwards in between.
+    z = col(binary=False, hi=math.inf)
+    for s in range(p):
+        terms = {z: 1.0}
+        rhs = m * fixed_work[s]
+        for j, v in work[s].items():
+            terms[j] = terms.get(j, 0.0) - m * v
+        for up in range(s):
+            for j, v in work[up].items():
+                terms[j] = terms.get(j, 0.0) - v
+            rhs += fixed_work[up] + 2 * costs.p2p_ns
+        row(terms, rhs, math.inf)
+    for s in range(p - 1):
+        # P4.P5 the way down and back.  GPipe: stage s runs its m forwards, then its first
+        # backward waits for the last micro-batch to go down the rest of the pipeline and
+        # back.  1F1B: its first backward waits for the first micro-batch's way down and
+        # back, during which it runs at most its warm-up forwards (min(m, p - s) - 1).
+        overlap = 0 if schedule == "gpipe" else min(m, p - s) - 1
+        terms = {z: 1.0}
+        rhs = m * fixed_work[s] - overlap * fixed_forward[s] + 2 * (p - 1) * costs.p2p_ns
+        for j, v in work[s].items():
+            terms[j] = terms.get(j, 0.0) - m * v
+        for j, v in forward[s].items():
+            terms[j] = terms.get(j, 0.0) + overlap * v
+        for other in range(p):
+            if other == s:
+                continue
+            for j, v in work[other].items():
+                terms[j] = terms.get(j, 0.0) - v
+            rhs += fixed_work[other]
+        row(terms, rhs, math.inf)
+    q = col(binary=False, hi=math.inf)  # P4.P6 the slowest gradient synchronisation and optimizer step
+    for s in range(p):
+        terms = {q: 1.0}
+        for j, v in sync[s].items():
+            terms[j] = -v
+        row(terms, fixed_sync[s], math.inf)
+    offset = 0.0
+    dev = cluster.device
+    if objective == "time":  # P4.P7
+        cost[z] = cost[q] = 1.0
+    else:
+        devices = devices_per_stage * p
+        cost[z] = cost[q] = devices * dev.idle_w * 1e-9
+        extra = (dev.busy_w - dev.idle_w) * devices_per_stage * 1e-9
+        for s in range(p):
+            for j, v in work[s].items():
+                cost[j] += extra * m * v
+            for j, v in sync[s].items():
+                cost[j] += extra * v
+            offset += extra * (m * fixed_work[s] + fixed_sync[s])
+    start: list[int] = [0]
+    index: list[int] = []
+    value: list[float] = []
+    lo: list[float] = []
+    hi: list[float] = []
+    for terms, row_lo, row_hi in rows:
+        index.extend(terms)
+        value.extend(terms.values())
+        start.append(len(index))
+        lo.append(row_lo)
+        hi.append(row_hi)
+    milp = SparseMilp.of(cost=cost, col_lb=[0.0] * len(cost), col_ub=upper, row_lb=lo, row_ub=hi, start=start,
+                         index=index, value=value, integer=integer, offset=offset)
+    run = run_highs(milp, deadline=Deadline(time_limit))
+    if run.status == "infeasible":
+        return Partition("infeasible", None, None, None, math.inf, run.seconds)
+    if run.values is None:
+        return Partition("limit", None, None, None, run.bound, run.seconds)
+    counts = []
+    recompute: list[str] = []
+    for s in range(p):
+        per = {k: round(run.values[w[s, k]]) for k in options}
+        counts.append(sum(per.values()))
+        for k in options:  # within a stage the order of identical layers does not matter
+            recompute += [k] * per[k]
+    status = "optimal" if run.status == "optimal" else "feasible"
+    return Partition(status, tuple(counts), tuple(recompute), run.objective, run.bound, run.seconds)

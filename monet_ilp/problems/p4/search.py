@@ -1,0 +1,194 @@
+"""The P4 search: every candidate of degrees and micro-batching, pruned by bounds, each solved exactly.
+
+``formulations/p4_problem.md`` P4.S1-S5.  The candidates are the degrees ``(d, p, t)``
+using every device of the cluster (``t`` within a node), the micro-batch sizes, the
+pipeline schedules, sequence parallelism and the ZeRO stages.  Each gets a bound that
+costs nothing (its work spread evenly over its stages); in increasing order of it, a
+candidate whose bound is not below the best plan so far is pruned, and the others get
+the partition MILP (:mod:`.partition`), whose plan the evaluator measures.  The result
+is the best verified plan, and the least bound over the candidates: a lower bound over
+the whole class, so the gap is certified.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.errors import MonetError
+from monet_ilp.problems.p4.costs import PlanCosts, plan_costs
+from monet_ilp.problems.p4.evaluate import PlanMetrics, evaluate_plan
+from monet_ilp.problems.p4.partition import solve_partition
+from monet_ilp.problems.p4.plan import SCHEDULES, Plan
+
+if TYPE_CHECKING:
+    from monet_ilp.hardware.cluster import ClusterSpec
+    from monet_ilp.problems.p4.model import TransformerConfig
+
+__all__ = ["CLASS", "PlanResult", "plan_search", "work_bound"]
+
+#: The class of plans the search is exact over (P4.S1).
+CLASS = ("plans using every device, tensor groups within a node, micro-batches of {sizes}, GPipe or 1F1B, "
+         "ZeRO 0-3, contiguous stages, per layer none/selective/full recomputation")
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The best verified plan, its measures, and a bound over the class (P4.S5)."""
+
+    status: str  # "optimal", "feasible", "infeasible", "unknown"
+    plan: Plan | None
+    metrics: PlanMetrics | None
+    objective: str
+    value: float | None  # seconds per iteration, or joules per iteration
+    bound: float | None  # same unit; holds for every plan of the class
+    seconds: float
+    holds_for: str
+    stats: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        if self.value is None or self.bound is None or self.value <= 0:
+            return None
+        return max(0.0, (self.value - self.bound) / self.value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "feasible": self.metrics is not None and self.metrics.feasible,
+                "objective": self.objective, "value": self.value, "bound": self.bound, "gap": self.gap,
+                "time_per_iteration_s": None if self.metrics is None else self.metrics.time_s,
+                "plan": None if self.plan is None else self.plan.to_dict(),
+                "metrics": None if self.metrics is None else self.metrics.to_dict(),
+                "seconds": self.seconds, "holds_for": self.holds_for, "stats": self.stats}
+
+
+def work_bound(model: TransformerConfig, cluster: ClusterSpec, global_batch: int) -> float:
+    """P4.S2: seconds no plan can beat: the model's FLOPs at every device's sustained peak."""
+    dev = cluster.device
+    return model.model_flops(global_batch) / (cluster.devices * dev.peak_flops * dev.gemm_efficiency)
+
+
+def _divisors(n: int) -> list[int]:
+    return [k for k in range(1, n + 1) if n % k == 0]
+
+
+def _candidates(model: TransformerConfig, cluster: ClusterSpec, global_batch: int, micro_batches: tuple[int, ...],
+                schedules: tuple[str, ...], zero: tuple[int, ...]) -> list[dict[str, Any]]:
+    out = []
+    n = cluster.devices
+    for t in _divisors(cluster.devices_per_node):
+        if model.heads % t or model.hidden % t or model.ffn % t or n % t:
+            continue
+        for p in _divisors(n // t):
+            if p > model.layers:
+                continue
+            d = n // (t * p)
+            for b in micro_batches:
+                if global_batch % (d * b):
+                    continue
+                m = global_batch // (d * b)
+                for sp in ((False, True) if t > 1 and model.seq % t == 0 else (False,)):
+                    for z in (zero if d > 1 else (0,)):
+                        for schedule in (schedules if p > 1 else ("1f1b",)):
+                            out.append({"data": d, "pipeline": p, "tensor": t, "sequence_parallel": sp,
+                                        "micro_batch": b, "micro_batches": m, "schedule": schedule, "zero": z})
+    return out
+
+
+def _even_bound(c: PlanCosts, candidate: dict[str, Any], layers: int, objective: str,
+                cluster: ClusterSpec) -> float:
+    """P4.S3: the candidate's work spread evenly over its stages, without recomputation."""
+    p, m = int(candidate["pipeline"]), int(candidate["micro_batches"])
+    lc = c.layer["none"]
+    work = layers * (lc.forward_ns + lc.backward_ns) + c.first_forward_ns + c.first_backward_ns \
+        + c.last_forward_ns + c.last_backward_ns
+    sync = layers * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first_sync_ns + c.first_optimizer_ns \
+        + c.last_sync_ns + c.last_optimizer_ns
+    time_ns = float(m * work + sync) / p
+    if objective == "time":
+        return time_ns / 1e9
+    dev = cluster.device
+    group = int(candidate["data"]) * int(candidate["tensor"])
+    return float(group * p * dev.idle_w * time_ns + (dev.busy_w - dev.idle_w) * group * (m * work + sync)) / 1e9
+
+
+def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch: int, objective: str = "time",
+                time_limit: float | None = 60.0, micro_batches: tuple[int, ...] = (1, 2, 4, 8),
+                schedules: tuple[str, ...] = SCHEDULES, zero: tuple[int, ...] = (0, 1, 2, 3)) -> PlanResult:
+    """The best plan of the class for ``model`` on ``cluster`` (P4.S1-S5).
+
+    Parameters
+    ----------
+    global_batch
+        Sequences per iteration (``d * b * m``).
+    objective
+        ``time`` (seconds per iteration) or ``energy`` (joules per iteration).
+    time_limit
+        Seconds for the whole search; a search that runs out returns its best plan and
+        the least bound of the candidates it has not ruled out.
+    micro_batches, schedules, zero
+        The micro-batch sizes, pipeline schedules and ZeRO stages the class allows.
+    """
+    if objective not in ("time", "energy"):
+        raise MonetError(f"objective {objective!r}", field="objective", fix="use time or energy")
+    if global_batch < 1:
+        raise MonetError(f"global batch {global_batch}", field="global_batch", fix="give a positive batch")
+    began = time.perf_counter()
+    deadline = Deadline(time_limit)
+    holds_for = CLASS.format(sizes=", ".join(map(str, micro_batches)))
+    scored = []
+    for candidate in _candidates(model, cluster, global_batch, micro_batches, schedules, zero):
+        costs = plan_costs(model, cluster, data=candidate["data"], pipeline=candidate["pipeline"],
+                           tensor=candidate["tensor"], sequence_parallel=candidate["sequence_parallel"],
+                           micro_batch=candidate["micro_batch"], zero=candidate["zero"])
+        scored.append((_even_bound(costs, candidate, model.layers, objective, cluster), candidate, costs))
+    scored.sort(key=lambda item: item[0])
+    stats: dict[str, Any] = {"candidates": len(scored), "solved": 0, "pruned": 0, "infeasible": 0, "unfinished": 0}
+    if not scored:
+        return PlanResult("infeasible", None, None, objective, None, None, round(time.perf_counter() - began, 3),
+                          holds_for, {**stats, "why": "no degrees divide the model, the cluster and the batch"})
+    best: tuple[float, Plan, PlanMetrics] | None = None
+    open_bounds: list[float] = []  # bounds of candidates that might still hold a better plan
+    floor = work_bound(model, cluster, global_batch) if objective == "time" else 0.0
+    for position, (even, candidate, costs) in enumerate(scored):
+        if best is not None and even >= best[0] * (1 - 1e-9):
+            stats["pruned"] += len(scored) - position  # sorted: every later candidate too
+            open_bounds.append(even)
+            break
+        if deadline.passed():
+            stats["unfinished"] += len(scored) - position
+            open_bounds.append(even)
+            break
+        share = deadline.solver_limit(1 / max(1, min(8, len(scored) - position)))
+        part = solve_partition(costs, cluster, layers=model.layers, pipeline=candidate["pipeline"],
+                               micro_batches=candidate["micro_batches"], schedule=candidate["schedule"],
+                               devices_per_stage=candidate["data"] * candidate["tensor"], objective=objective,
+                               time_limit=share)
+        stats["solved"] += 1
+        unit = 1e-9 if objective == "time" else 1.0
+        if part.status == "infeasible":
+            stats["infeasible"] += 1
+            continue
+        open_bounds.append(even if part.bound is None else max(even, part.bound * unit))
+        if part.stages is None or part.recompute is None:
+            continue
+        plan = Plan(candidate["data"], candidate["pipeline"], candidate["tensor"], candidate["sequence_parallel"],
+                    candidate["micro_batch"], candidate["micro_batches"], candidate["schedule"], part.stages,
+                    part.recompute, candidate["zero"])
+        metrics = evaluate_plan(model, cluster, plan, costs=costs)
+        if not metrics.feasible:  # the MILP's memory rows are the evaluator's: a bug if this happens
+            raise RuntimeError(f"partition MILP returned an infeasible plan: {metrics.violations[0]}")
+        value = metrics.time_s if objective == "time" else metrics.energy_j
+        if best is None or value < best[0]:
+            best = (value, plan, metrics)
+    seconds = round(time.perf_counter() - began, 3)
+    stats["work_bound_s"] = work_bound(model, cluster, global_batch)
+    if best is None:
+        status = "infeasible" if stats["infeasible"] == stats["candidates"] else "unknown"
+        return PlanResult(status, None, None, objective, None, min(open_bounds, default=None), seconds, holds_for,
+                          stats)
+    value, plan, metrics = best
+    bound = max(floor, min([value, *open_bounds]))
+    status = "optimal" if bound >= value * (1 - 1e-6) else "feasible"
+    return PlanResult(status, plan, metrics, objective, value, min(bound, value), seconds, holds_for, stats)

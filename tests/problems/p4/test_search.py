@@ -1,0 +1,79 @@
+"""The P4 search: a verified plan, a bound below every plan of the class, and the CLI around it."""
+
+from __future__ import annotations
+
+import json
+import random
+
+from monet_ilp.cli import main
+from monet_ilp.hardware.cluster import dgx_a100, edge_tpu_mesh
+from monet_ilp.problems.p4.evaluate import evaluate_plan
+from monet_ilp.problems.p4.model import model_config
+from monet_ilp.problems.p4.plan import Plan
+from monet_ilp.problems.p4.search import plan_search, work_bound
+
+
+def random_plans(model, cluster, global_batch, rng, count):
+    """Plans of the search's class, drawn at random (uniform stages, one recomputation option)."""
+    n = cluster.devices
+    made = 0
+    while made < count:
+        t = rng.choice([x for x in (1, 2, 4, 8) if model.heads % x == 0 and x <= cluster.devices_per_node])
+        p = rng.choice([x for x in range(1, model.layers + 1) if (n // t) % x == 0])
+        d = n // (t * p)
+        b = rng.choice([x for x in (1, 2, 4, 8) if global_batch % (d * x) == 0])
+        per = [model.layers // p + (1 if i < model.layers % p else 0) for i in range(p)]
+        yield Plan(d, p, t, t > 1 and rng.random() < 0.5, b, global_batch // (d * b), rng.choice(["1f1b", "gpipe"]),
+                   tuple(per), tuple(rng.choice(["none", "selective", "full"]) for _ in range(model.layers)),
+                   rng.choice([0, 1, 2, 3]) if d > 1 else 0)
+        made += 1
+
+
+def test_gpt2_medium_on_two_nodes_is_verified_and_bounded():
+    model = model_config("gpt2", preset="medium")
+    cluster = dgx_a100(nodes=2)
+    result = plan_search(model, cluster, global_batch=256, time_limit=60)
+    assert result.status in ("optimal", "feasible") and result.metrics.feasible
+    again = evaluate_plan(model, cluster, result.plan)
+    assert again.time_s == result.value
+    assert work_bound(model, cluster, 256) <= result.bound <= result.value
+    assert result.gap <= 0.02
+    rng = random.Random(3)
+    for plan in random_plans(model, cluster, 256, rng, 60):
+        metrics = evaluate_plan(model, cluster, plan)
+        if metrics.feasible:
+            assert metrics.time_s >= result.bound * (1 - 1e-9)
+
+
+def test_energy_objective_and_an_edge_mesh():
+    model = model_config("gpt2", preset="small")
+    cluster = edge_tpu_mesh(chips=4)
+    result = plan_search(model, cluster, global_batch=8, objective="energy", time_limit=30)
+    assert result.metrics is not None and result.metrics.feasible
+    assert result.bound <= result.value == result.metrics.energy_j
+
+
+def test_cli_plan_and_layer_memory(tmp_path, capsys):
+    out, png = tmp_path / "plan.json", tmp_path / "plan.png"
+    try:
+        main(["plan", "--model", "gpt2", "-p", "preset=small", "--cluster", "dgx_a100", "--nodes", "1",
+              "--global-batch", "64", "--time-limit", "20", "--json", str(out), "--plot", str(png)])
+    except SystemExit as stop:
+        assert stop.code in (0, None)
+    data = json.loads(out.read_text())
+    assert data["feasible"] and data["bound"] <= data["time_per_iteration_s"]
+    assert png.stat().st_size > 0
+    memory = tmp_path / "layer.json"
+    main(["layer-memory", "--seq", "2048", "--batch", "1", "--hidden", "12288", "--heads", "96", "--tp", "8",
+          "--sequence-parallel", "--recompute", "selective", "--json", str(memory)])
+    assert json.loads(memory.read_text())["bytes"] == 34 * 2048 * 12288 // 8
+
+
+def test_cli_bad_input_exits_2(capsys):
+    try:
+        main(["plan", "--model", "gpt2", "-p", "size=huge", "--global-batch", "8"])
+    except SystemExit as stop:
+        assert stop.code == 2
+    else:
+        raise AssertionError("no exit")
+    assert "size" in capsys.readouterr().err
