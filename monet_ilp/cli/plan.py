@@ -17,13 +17,14 @@ from rich.table import Table
 
 from monet_ilp.cli.render import POSITIVE, SECONDS, console, err_console, exit_unless, show, working
 from monet_ilp.errors import MonetError
-from monet_ilp.hardware.cluster import CLUSTERS, cluster
+from monet_ilp.hardware.cluster import CLUSTERS
 from monet_ilp.plot.pipeline import pipeline
+from monet_ilp.problems.p4.instance import P4Instance, p4_instance_from_dict
 from monet_ilp.problems.p4.memory import RECOMPUTE, closed_form, layer_activations
-from monet_ilp.problems.p4.model import MODELS, model_config
+from monet_ilp.problems.p4.model import MODELS
 from monet_ilp.problems.p4.search import plan_search
 
-__all__ = ["layer_memory_cmd", "plan_cmd"]
+__all__ = ["layer_memory_cmd", "plan_cmd", "run_plan"]
 
 
 def _human(nbytes: float) -> str:
@@ -70,13 +71,26 @@ def _runs(recompute: tuple[str, ...]) -> str:
 @click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds for the search.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the plan and its measures here.")
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Draw the pipeline schedule here.")
+@click.option("--save-instance", type=click.Path(dir_okay=False),
+              help="Also write the P4 instance (model, cluster, batch, objective) for monet-ilp solve.")
 def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int, global_batch: int,
-             objective: str, time_limit: float, json_out: str | None, plot_out: str | None) -> None:
+             objective: str, time_limit: float, json_out: str | None, plot_out: str | None,
+             save_instance: str | None) -> None:
     """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."""
     options = _params(params)
-    config = model_config(model, preset=options.get("preset"),
-                          seq=int(options["seq"]) if "seq" in options else None)
-    spec = cluster(cluster_name, nodes=nodes)
+    model_spec: dict[str, Any] = {"family": model, **({"preset": options["preset"]} if "preset" in options else {}),
+                                  **({"seq": int(options["seq"])} if "seq" in options else {})}
+    instance = p4_instance_from_dict({"model": model_spec, "cluster": {"preset": cluster_name, "nodes": nodes},
+                                      "global_batch": global_batch, "objective": objective})
+    if save_instance:
+        Path(save_instance).write_text(json.dumps(instance.to_dict(), indent=1) + "\n")
+        err_console.print(f"wrote {save_instance}")
+    run_plan(instance, time_limit=time_limit, json_out=json_out, plot_out=plot_out)
+
+
+def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, plot_out: str | None) -> None:
+    """Search, print the plan with its bound and gap, write the files, exit as every command does."""
+    config, spec, global_batch, objective = instance.model, instance.cluster, instance.global_batch, instance.objective
     with working(f"planning {config.name} on {spec.name}"):
         result = plan_search(config, spec, global_batch=global_batch, objective=objective, time_limit=time_limit)
     if result.plan is None or result.metrics is None:

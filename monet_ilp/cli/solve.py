@@ -15,6 +15,7 @@ from monet_ilp.analysis.bounds import lower_bounds
 from monet_ilp.analysis.grade import grade, load_points
 from monet_ilp.analysis.pareto import pareto_front
 from monet_ilp.cli.instance import budget_notes
+from monet_ilp.cli.plan import run_plan
 from monet_ilp.cli.render import (
     POSITIVE,
     SECONDS,
@@ -35,11 +36,22 @@ from monet_ilp.instance import FORMAT_NAME as INSTANCE_FORMAT
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.make import make_instance, parse_budget, with_weighted_references
 from monet_ilp.problems.p1.cpsat import min_budget
+from monet_ilp.problems.p4.instance import P4_FORMAT, P4Instance, p4_instance_from_dict
 from monet_ilp.schedule import save_schedule
 from monet_ilp.solve import Status, load_hint, solve
 from monet_ilp.units import human_bytes
 
 __all__ = ["bound_cmd", "grade_cmd", "instance_from", "min_budget_cmd", "pareto_cmd", "solve_cmd"]
+
+
+def p4_instance_of(path: str) -> P4Instance | None:
+    """The P4 instance in ``path``, or ``None`` when the file is something else."""
+    if Path(path).suffix.lower() != ".json":
+        return None
+    data = read_json(path)
+    if isinstance(data, dict) and data.get("format") == P4_FORMAT:
+        return p4_instance_from_dict(data, source=path)
+    return None
 
 
 def instance_from(path: str, budget: str | None) -> Instance:
@@ -84,7 +96,15 @@ def solve_cmd(path: str, backend: str, time_limit: float, workers: int, budget: 
               milp_solver: str | None, max_computes: int | None, free_order: bool, encoding: str | None,
               colocate: str | None, max_transfers: int | None, no_pin: bool, seed: int | None,
               hint_path: str | None, export_path: str | None, out: str | None, json_out: str | None) -> None:
-    """Solve an instance (or a graph, as P1) and verify the schedule with the evaluator."""
+    """Solve an instance (or a graph, as P1) and verify the schedule with the evaluator.
+
+    A P4 instance file (``monet-ilp plan --save-instance``) runs the plan search instead,
+    with ``--time-limit`` and ``--json``.
+    """
+    p4 = p4_instance_of(path)
+    if p4 is not None:  # P4: the plan search, and the plan evaluator's verdict
+        run_plan(p4, time_limit=time_limit, json_out=json_out, plot_out=None)
+        return
     inst = instance_from(path, budget)
     for note in budget_notes(inst):
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)

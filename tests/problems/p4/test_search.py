@@ -77,3 +77,28 @@ def test_cli_bad_input_exits_2(capsys):
     else:
         raise AssertionError("no exit")
     assert "size" in capsys.readouterr().err
+
+
+def test_a_p4_instance_file_solves_and_bad_ones_exit_2(tmp_path, capsys):
+    path, out = tmp_path / "p4.json", tmp_path / "result.json"
+    try:
+        main(["plan", "--model", "gpt2", "-p", "preset=small", "--nodes", "1", "--global-batch", "32",
+              "--time-limit", "20", "--save-instance", str(path)])
+    except SystemExit as stop:
+        assert stop.code in (0, None)
+    try:
+        main(["solve", str(path), "--time-limit", "20", "--json", str(out)])
+    except SystemExit as stop:
+        assert stop.code in (0, None)
+    assert json.loads(out.read_text())["feasible"]
+    bad = tmp_path / "bad.json"
+    data = json.loads(path.read_text())
+    data["global_batch"] = 0
+    bad.write_text(json.dumps(data))
+    try:
+        main(["solve", str(bad)])
+    except SystemExit as stop:
+        assert stop.code == 2
+    else:
+        raise AssertionError("no exit")
+    assert "global_batch" in capsys.readouterr().err
