@@ -77,6 +77,9 @@ class ClusterSpec:
     inter_bandwidth, inter_latency_s
         A device's share of the network between nodes (bytes/s, one direction: the NIC
         bandwidth per device) and the latency of one step across nodes.
+    host_bandwidth, host_memory_bytes
+        A device's link to host memory (PCIe, bytes/s one direction) and its share of the
+        host's memory, where activations may be offloaded; 0 when there is no host.
     """
 
     name: str
@@ -87,6 +90,8 @@ class ClusterSpec:
     intra_latency_s: float
     inter_bandwidth: float
     inter_latency_s: float
+    host_bandwidth: float = 0.0
+    host_memory_bytes: int = 0
 
     def __post_init__(self) -> None:
         if self.devices_per_node < 1 or self.nodes < 1:
@@ -115,7 +120,8 @@ class ClusterSpec:
         return {"name": self.name, "device": dict(self.device.__dict__), "devices_per_node": self.devices_per_node,
                 "nodes": self.nodes, "intra_bandwidth": self.intra_bandwidth,
                 "intra_latency_s": self.intra_latency_s, "inter_bandwidth": self.inter_bandwidth,
-                "inter_latency_s": self.inter_latency_s}
+                "inter_latency_s": self.inter_latency_s, "host_bandwidth": self.host_bandwidth,
+                "host_memory_bytes": self.host_memory_bytes}
 
 
 A100_80GB = DeviceSpec("A100-SXM4-80GB", peak_flops=312e12, gemm_efficiency=0.7, memory_bytes=80 * GiB,
@@ -126,16 +132,20 @@ H100_80GB = DeviceSpec("H100-SXM5-80GB", peak_flops=989e12, gemm_efficiency=0.65
 
 def dgx_a100(*, nodes: int = 1, network_gbps: float = 200.0) -> ClusterSpec:
     """DGX-A100-like nodes: 8 A100 80 GB on NVSwitch (NVLink 3: 300 GB/s per direction),
-    one ``network_gbps`` NIC per GPU between nodes (HDR InfiniBand: 200 Gb/s)."""
+    one ``network_gbps`` NIC per GPU between nodes (HDR InfiniBand: 200 Gb/s), PCIe 4.0
+    x16 to 2 TiB of host memory (25 GB/s sustained, 256 GiB per GPU)."""
     return ClusterSpec(f"dgx_a100x{nodes}", A100_80GB, 8, nodes, intra_bandwidth=300e9, intra_latency_s=5e-6,
-                       inter_bandwidth=network_gbps * 1e9 / 8, inter_latency_s=10e-6)
+                       inter_bandwidth=network_gbps * 1e9 / 8, inter_latency_s=10e-6, host_bandwidth=25e9,
+                       host_memory_bytes=256 * GiB)
 
 
 def dgx_h100(*, nodes: int = 1, network_gbps: float = 400.0) -> ClusterSpec:
     """DGX-H100-like nodes: 8 H100 80 GB on NVSwitch (NVLink 4: 450 GB/s per direction),
-    one ``network_gbps`` NIC per GPU (NDR InfiniBand: 400 Gb/s)."""
+    one ``network_gbps`` NIC per GPU (NDR InfiniBand: 400 Gb/s), PCIe 5.0 x16 to 2 TiB of
+    host memory (50 GB/s sustained, 256 GiB per GPU)."""
     return ClusterSpec(f"dgx_h100x{nodes}", H100_80GB, 8, nodes, intra_bandwidth=450e9, intra_latency_s=5e-6,
-                       inter_bandwidth=network_gbps * 1e9 / 8, inter_latency_s=10e-6)
+                       inter_bandwidth=network_gbps * 1e9 / 8, inter_latency_s=10e-6, host_bandwidth=50e9,
+                       host_memory_bytes=256 * GiB)
 
 
 def edge_tpu_mesh(*, nodes: int = 1, chips: int = 4, simd_units: int = 64, lanes: int = 4, pes: int = 4,

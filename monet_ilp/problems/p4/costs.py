@@ -55,6 +55,7 @@ class LayerCost:
     backward_ns: int  # recomputation included
     activation_bytes: int  # kept from its forward to its backward
     transient_bytes: int  # held only while its backward runs (full recomputation rebuilds the rest)
+    host_bytes: int  # kept in host memory instead (offload)
     compute_ns: int  # the part of forward + backward spent in matrix products and element-wise ops
     flops: int  # forward + backward FLOPs (recomputation included), per device
 
@@ -81,6 +82,7 @@ class PlanCosts:
     last_optimizer_ns: int
     p2p_ns: int  # one activation (or its gradient) between neighbouring stages
     capacity_bytes: int
+    host_capacity_bytes: int
 
 
 def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pipeline: int, tensor: int,
@@ -151,8 +153,16 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
             flops += forward_flops
         backward = compute + tp_comm + gather + extra
         layer[option] = LayerCost(option, _ns(forward), _ns(backward), acts,
-                                  kept - acts if option == "full" else 0,
+                                  kept - acts if option == "full" else 0, 0,
                                   _ns(forward_compute + compute), math.ceil(flops))
+    if cluster.host_bandwidth > 0:
+        # P4.C9 offload: every activation P4.A1 keeps goes to host memory after the forward
+        # and comes back before the backward, over the device's PCIe link, not overlapped.
+        move = kept / cluster.host_bandwidth
+        backward = 2 * forward_flops / gemm + 2 * kept / dev.memory_bandwidth + tp_comm + gather + move
+        layer["offload"] = LayerCost("offload", _ns(forward + move), _ns(backward), 0, kept, kept,
+                                     _ns(forward_compute + 2 * forward_flops / gemm + 2 * kept / dev.memory_bandwidth),
+                                     math.ceil(3 * forward_flops))
     # P4.C6: the embedding on the first stage, the head and the loss on the last.
     sbh = s * b * h
     embed_params = model.embedding_params() / t
@@ -184,4 +194,5 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
         last_optimizer_ns=_ns(optimizer_s(head_params)),
         p2p_ns=_ns(p2p_bytes / pp_bw + pp_lat) if p > 1 else 0,
         capacity_bytes=dev.memory_bytes,
+        host_capacity_bytes=cluster.host_memory_bytes,
     )

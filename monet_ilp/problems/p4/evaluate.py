@@ -111,6 +111,10 @@ def evaluate_plan(model: TransformerConfig, cluster: ClusterSpec, plan: Plan, *,
     c = costs or plan_costs(model, cluster, data=plan.data, pipeline=plan.pipeline, tensor=plan.tensor,
                             sequence_parallel=plan.sequence_parallel, micro_batch=plan.micro_batch, zero=plan.zero)
     p, m = plan.pipeline, plan.micro_batches
+    missing = sorted(set(plan.recompute) - set(c.layer))
+    if missing:
+        raise MonetError(f"plan uses {missing[0]!r}, which cluster {cluster.name!r} cannot do (no host link)",
+                         field="recompute", fix="choose none, selective or full, or a cluster with host memory")
     violations: list[str] = []
     forward, backward, sync, busy_compute, flops_stage = [], [], [], [], []
     stages = []
@@ -143,6 +147,10 @@ def evaluate_plan(model: TransformerConfig, cluster: ClusterSpec, plan: Plan, *,
         if memory > c.capacity_bytes:
             violations.append(f"stage {s} (layers {layers.start}-{layers.stop - 1}) needs {memory:,} bytes per "
                               f"device, more than {c.capacity_bytes:,}")
+        host = in_flight * sum(c.layer[o].host_bytes for o in options)
+        if host > c.host_capacity_bytes:
+            violations.append(f"stage {s} offloads {host:,} bytes per device, more than the host's "
+                              f"{c.host_capacity_bytes:,}")
         forward.append(fwd)
         backward.append(bwd)
         sync.append(stage_sync)

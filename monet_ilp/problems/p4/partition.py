@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import SparseMilp
-from monet_ilp.problems.p4.memory import RECOMPUTE
 
 if TYPE_CHECKING:
     from monet_ilp.hardware.cluster import ClusterSpec
@@ -45,7 +44,7 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
                     time_limit: float | None = None) -> Partition:
     """Solve P4.P0-P7 for one candidate (``devices_per_stage`` = ``d * t``)."""
     L, p, m = layers, pipeline, micro_batches
-    options = list(RECOMPUTE)
+    options = list(costs.layer)  # none, selective, full, and offload where there is a host
     cost: list[float] = []
     upper: list[float] = []
     integer: list[bool] = []
@@ -69,7 +68,7 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
     for s in range(p):  # P4.P2 every stage runs at least one layer
         row({w[s, k]: 1.0 for k in options}, 1.0, math.inf)
     in_flight = [m if schedule == "gpipe" else min(m, p - s) for s in range(p)]
-    transient = costs.layer["full"].transient_bytes
+    transient = {k: costs.layer[k].transient_bytes for k in options if costs.layer[k].transient_bytes}
     work: list[dict[int, float]] = []
     fixed_work: list[float] = []
     forward: list[dict[int, float]] = []
@@ -90,10 +89,16 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
             stage_sync[j] = costs.layer_sync_ns + costs.layer_optimizer_ns
         const = (first * (costs.first_param_bytes + in_flight[s] * costs.first_activation_bytes)
                  + last * (costs.last_param_bytes + in_flight[s] * costs.last_activation_bytes))
-        if transient:  # P4.P3 the rebuilt activations of a fully recomputed layer's backward
-            x = col()  # stage s recomputes some layer fully
-            row({x: float(L), w[s, "full"]: -1.0}, 0.0, math.inf)
-            memory[x] = float(transient)
+        if transient:  # P4.P3 what a full or offloaded layer holds again while its backward runs
+            most = col(binary=False, hi=math.inf)  # the largest such transient in stage s
+            for k, size in transient.items():
+                flag = col()  # stage s has a layer with option k
+                row({flag: float(L), w[s, k]: -1.0}, 0.0, math.inf)
+                row({most: 1.0, flag: -float(size)}, 0.0, math.inf)
+            memory[most] = 1.0
+        if "offload" in options:  # P4.P3 host memory per device
+            row({w[s, "offload"]: float(in_flight[s] * costs.layer["offload"].host_bytes)}, -math.inf,
+                float(costs.host_capacity_bytes))
         row(memory, -math.inf, float(costs.capacity_bytes - const))  # P4.P3 memory per device
         work.append(stage_work)
         forward.append(stage_forward)

@@ -13,7 +13,12 @@ from typing import Any
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p4.memory import RECOMPUTE
 
-__all__ = ["SCHEDULES", "Plan", "plan_from_dict"]
+__all__ = ["LAYER_OPTIONS", "SCHEDULES", "Plan", "plan_from_dict"]
+
+#: What a layer does with its activations (P4.D5): keep them (``none``), recompute the
+#: attention core (``selective``) or the whole layer (``full``), or offload them to host
+#: memory (``offload``).
+LAYER_OPTIONS = (*RECOMPUTE, "offload")
 
 #: Pipeline schedules (P4.D4): GPipe (all forwards, then all backwards) and 1F1B
 #: (PipeDream-Flush: a warm-up of forwards, then one forward and one backward in turn).
@@ -39,7 +44,7 @@ class Plan:
     stages
         Layers per pipeline stage, in order (``p`` positive counts summing to ``L``).
     recompute
-        Per layer: ``none``, ``selective`` or ``full``.
+        Per layer: ``none``, ``selective``, ``full`` or ``offload`` (:data:`LAYER_OPTIONS`).
     zero
         Sharding of the optimizer state (1), and the gradients (2) and weights (3) too,
         across the data-parallel group (0: none).
@@ -65,9 +70,9 @@ class Plan:
         if len(self.stages) != self.pipeline or any(n < 1 for n in self.stages):
             raise MonetError(f"plan: {len(self.stages)} stages {list(self.stages)} for pipeline degree {self.pipeline}",
                              field="stages", fix="give one positive layer count per pipeline stage")
-        if len(self.recompute) != sum(self.stages) or any(r not in RECOMPUTE for r in self.recompute):
-            raise MonetError("plan: recompute must name one of none/selective/full per layer",
-                             field="recompute", fix=f"give {sum(self.stages)} entries from {', '.join(RECOMPUTE)}")
+        if len(self.recompute) != sum(self.stages) or any(r not in LAYER_OPTIONS for r in self.recompute):
+            raise MonetError("plan: recompute must name one of none/selective/full/offload per layer",
+                             field="recompute", fix=f"give {sum(self.stages)} entries from {', '.join(LAYER_OPTIONS)}")
         if self.sequence_parallel and self.tensor == 1:
             raise MonetError("plan: sequence parallelism needs tensor parallelism", field="sequence_parallel",
                              fix="set tensor > 1 or sequence_parallel false")

@@ -31,7 +31,7 @@ __all__ = ["CLASS", "PlanResult", "plan_search", "work_bound"]
 
 #: The class of plans the search is exact over (P4.S1).
 CLASS = ("plans using every device, tensor groups within a node, micro-batches of {sizes}, GPipe or 1F1B, "
-         "ZeRO 0-3, contiguous stages, per layer none/selective/full recomputation")
+         "ZeRO 0-3, contiguous stages, per layer none/selective/full recomputation or offload (with a host link)")
 
 
 @dataclass(frozen=True)

@@ -94,3 +94,19 @@ def test_bad_plans_are_user_errors():
         Plan(1, 2, 1, False, 1, 4, "1f1b", (6, 5), ("none",) * 12)
     plan = uniform_plan(model, 2, 8, "gpipe")
     assert plan_from_dict(plan.to_dict()) == plan
+
+
+def test_offload_frees_device_memory_and_needs_host_room():
+    model = model_config("gpt2", preset="medium")
+    cluster = with_device(dgx_a100(nodes=1), memory_bytes=12 * 2**30)
+    keep = evaluate_plan(model, cluster, uniform_plan(model, 2, 16, "gpipe", data=4))
+    offload = evaluate_plan(model, cluster, uniform_plan(model, 2, 16, "gpipe", "offload", data=4))
+    assert not keep.feasible and offload.feasible
+    assert offload.stages[1].activation_bytes < keep.stages[1].activation_bytes
+    assert offload.time_s > keep.time_s  # the PCIe round trips are not overlapped
+    no_room = dataclasses.replace(cluster, host_memory_bytes=2**20)
+    tight = evaluate_plan(model, no_room, uniform_plan(model, 2, 16, "gpipe", "offload", data=4))
+    assert not tight.feasible and "host" in tight.violations[0]
+    no_host = dataclasses.replace(cluster, host_bandwidth=0.0)
+    with pytest.raises(MonetError):
+        evaluate_plan(model, no_host, uniform_plan(model, 2, 16, "gpipe", "offload", data=4))

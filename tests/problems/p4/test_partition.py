@@ -3,7 +3,8 @@
 On a six-layer model whose devices are small enough that recomputation matters, every
 split into stages and every choice of recomputation counts per stage is evaluated; the
 MILP's bound must not exceed the best of them, its plan must fit, and it must say
-``infeasible`` exactly when no plan fits.
+``infeasible`` exactly when no plan fits.  The layers may recompute or offload (the DGX
+preset has a host link), and at the tightest memories offloading is what fits.
 """
 
 from __future__ import annotations
@@ -28,18 +29,17 @@ def compositions(total, parts):
         yield tuple(bounds[i + 1] - bounds[i] for i in range(parts))
 
 
-def stage_options(size):
-    """Counts of (none, selective, full) in a stage of ``size`` layers."""
-    for none in range(size + 1):
-        for sel in range(size - none + 1):
-            yield ("none",) * none + ("selective",) * sel + ("full",) * (size - none - sel)
+def stage_options(size, options):
+    """Every multiset of ``size`` layer options (the order inside a stage does not matter)."""
+    for combo in itertools.combinations_with_replacement(options, size):
+        yield combo
 
 
 def brute_force(cluster, d, p, t, m, schedule, objective):
     costs = plan_costs(MODEL, cluster, data=d, pipeline=p, tensor=t, sequence_parallel=False, micro_batch=1)
     best = None
     for stages in compositions(MODEL.layers, p):
-        for choice in itertools.product(*(list(stage_options(n)) for n in stages)):
+        for choice in itertools.product(*(list(stage_options(n, list(costs.layer))) for n in stages)):
             plan = Plan(d, p, t, False, 1, m, schedule, stages, tuple(r for part in choice for r in part))
             metrics = evaluate_plan(MODEL, cluster, plan, costs=costs)
             if metrics.feasible:
