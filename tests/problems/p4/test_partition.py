@@ -31,8 +31,7 @@ def compositions(total, parts):
 
 def stage_options(size, options):
     """Every multiset of ``size`` layer options (the order inside a stage does not matter)."""
-    for combo in itertools.combinations_with_replacement(options, size):
-        yield combo
+    yield from itertools.combinations_with_replacement(options, size)
 
 
 def brute_force(cluster, d, p, t, m, schedule, objective):
