@@ -17,7 +17,8 @@ from rich.table import Table
 
 from monet_ilp.cli.render import POSITIVE, SECONDS, console, err_console, exit_unless, show, working
 from monet_ilp.errors import MonetError
-from monet_ilp.hardware.cluster import CLUSTERS
+from monet_ilp.hardware.cluster import CLUSTERS, load_cluster
+from monet_ilp.hardware.presets import parse_set
 from monet_ilp.plot.pipeline import pipeline
 from monet_ilp.problems.p4.instance import P4Instance, p4_instance_from_dict
 from monet_ilp.problems.p4.memory import RECOMPUTE, closed_form, layer_activations
@@ -64,8 +65,10 @@ def _runs(recompute: tuple[str, ...]) -> str:
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
               help="preset=NAME (gpt2: small/medium/large/xl; llama: 1b/8b; gpt3: 22b/175b/530b/1t), seq=N.")
 @click.option("--cluster", "cluster_name", default="dgx_a100", show_default=True,
-              type=click.Choice(sorted(CLUSTERS)), help="Cluster preset.")
-@click.option("--nodes", type=POSITIVE, default=1, show_default=True, help="Nodes of the cluster.")
+              help=f"A cluster preset ({', '.join(sorted(CLUSTERS))}) or a cluster YAML file.")
+@click.option("--nodes", type=POSITIVE, default=None, help="Nodes of the cluster (default: the file's, or 1).")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="A preset parameter, e.g. --set network_gbps=400 (repeatable).")
 @click.option("--global-batch", type=POSITIVE, required=True, help="Sequences per iteration.")
 @click.option("--objective", type=click.Choice(["time", "energy"]), default="time", show_default=True)
 @click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds for the search.")
@@ -73,14 +76,22 @@ def _runs(recompute: tuple[str, ...]) -> str:
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Draw the pipeline schedule here.")
 @click.option("--save-instance", type=click.Path(dir_okay=False),
               help="Also write the P4 instance (model, cluster, batch, objective) for monet-ilp solve.")
-def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int, global_batch: int,
-             objective: str, time_limit: float, json_out: str | None, plot_out: str | None,
+def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int | None, settings: tuple[str, ...],
+             global_batch: int, objective: str, time_limit: float, json_out: str | None, plot_out: str | None,
              save_instance: str | None) -> None:
     """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."""
     options = _params(params)
     model_spec: dict[str, Any] = {"family": model, **({"preset": options["preset"]} if "preset" in options else {}),
                                   **({"seq": int(options["seq"])} if "seq" in options else {})}
-    instance = p4_instance_from_dict({"model": model_spec, "cluster": {"preset": cluster_name, "nodes": nodes},
+    if cluster_name in CLUSTERS:
+        cluster_spec: dict[str, Any] = {"preset": cluster_name, "nodes": nodes or 1, **parse_set(settings)}
+    else:
+        if settings:
+            raise MonetError("--set applies to cluster presets", field="--set",
+                             fix="edit the cluster file instead, or name a preset")
+        spec = load_cluster(cluster_name)
+        cluster_spec = spec.to_dict() if nodes is None else {**spec.to_dict(), "nodes": nodes}
+    instance = p4_instance_from_dict({"model": model_spec, "cluster": cluster_spec,
                                       "global_batch": global_batch, "objective": objective})
     if save_instance:
         Path(save_instance).write_text(json.dumps(instance.to_dict(), indent=1) + "\n")

@@ -11,14 +11,18 @@ watts), with its source or assumption in ``p4_problem.md`` (section "Presets").
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
-from monet_ilp.errors import MonetError
+import yaml
 
-__all__ = ["CLUSTERS", "ClusterSpec", "DeviceSpec", "cluster", "dgx_a100", "dgx_h100", "edge_tpu_mesh",
-           "with_device"]
+from monet_ilp.errors import MonetError
+from monet_ilp.hardware.schema import parse_size
+
+__all__ = ["CLUSTERS", "ClusterSpec", "DeviceSpec", "cluster", "cluster_from_dict", "dgx_a100", "dgx_h100",
+           "edge_tpu_mesh", "load_cluster", "with_device"]
 
 GiB = 2**30
 
@@ -193,3 +197,70 @@ def cluster(name: str, *, nodes: int = 1, **params: Any) -> ClusterSpec:
 def with_device(spec: ClusterSpec, **changes: Any) -> ClusterSpec:
     """The cluster with some device figures changed (a what-if)."""
     return replace(spec, device=replace(spec.device, **changes))
+
+
+_SIZES = {"memory_bytes", "host_memory_bytes"}
+
+
+def cluster_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> ClusterSpec:
+    """A cluster from its YAML/JSON form: :class:`ClusterSpec`'s fields, ``device`` a mapping
+    of :class:`DeviceSpec`'s; sizes may be written ``80GiB``, numbers ``312e12``."""
+    if not isinstance(data, Mapping):
+        raise MonetError("a cluster file holds a mapping", file=source, field="cluster",
+                         fix="write name, device, devices_per_node, nodes, bandwidths and latencies")
+    device = data.get("device")
+    if not isinstance(device, Mapping):
+        raise MonetError("the cluster has no device mapping", file=source, field="device",
+                         fix="write device: {name, peak_flops, gemm_efficiency, memory_bytes, ...}")
+
+    def read(cls: type, values: Mapping[str, Any], prefix: str) -> dict[str, Any]:
+        names = {f.name: f.type for f in fields(cls)}
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise MonetError(f"unknown key {unknown[0]!r}", file=source, field=prefix + unknown[0],
+                             fix=f"use {', '.join(names)}")
+        out: dict[str, Any] = {}
+        for key, value in values.items():
+            if key == "device":
+                continue
+            where = prefix + key
+            try:
+                if key in _SIZES:
+                    out[key] = parse_size(value, field=where, file=source)
+                elif key in ("name",):
+                    out[key] = str(value)
+                elif key in ("devices_per_node", "nodes"):
+                    if isinstance(value, bool) or not isinstance(value, int):
+                        raise ValueError(value)
+                    out[key] = value
+                else:
+                    out[key] = float(value)
+            except (TypeError, ValueError):
+                raise MonetError(f"{key} = {value!r} is not a number", file=source, field=where,
+                                 fix="give a number (e.g. 312e12, 0.7, 5e-6)") from None
+        missing = sorted(f.name for f in fields(cls) if f.name not in values and f.name != "device"
+                         and f.default is MISSING and f.default_factory is MISSING)
+        if missing:
+            raise MonetError(f"missing {missing[0]!r}", file=source, field=prefix + missing[0],
+                             fix=f"give every field: {', '.join(names)}")
+        return out
+
+    try:
+        top = read(ClusterSpec, data, "")
+        spec = read(DeviceSpec, device, "device.")
+        return ClusterSpec(device=DeviceSpec(**spec), **top)
+    except MonetError as err:
+        raise (err.with_file(source) if source else err) from None
+
+
+def load_cluster(path: str | Path) -> ClusterSpec:
+    """Read a cluster YAML file (a user error naming the file and the field when it is wrong)."""
+    where = str(path)
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as err:
+        raise MonetError(f"cannot read the cluster file ({err.strerror})", file=where, field="cluster",
+                         fix="give an existing YAML file or a preset name") from None
+    except yaml.YAMLError as err:
+        raise MonetError(f"not valid YAML: {err}", file=where, field="cluster", fix="fix the YAML syntax") from None
+    return cluster_from_dict(data, source=where)

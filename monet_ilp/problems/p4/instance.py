@@ -5,7 +5,8 @@ What ``monet-ilp solve`` and ``monet-ilp plan --save-instance`` read and write f
 
     {"format": "monet-ilp/p4-instance", "version": 1,
      "model": {"family": "gpt2", "preset": "medium"},        # or every TransformerConfig field
-     "cluster": {"preset": "dgx_a100", "nodes": 4},          # and the preset's own keywords
+     "cluster": {"preset": "dgx_a100", "nodes": 4},          # and the preset's own keywords,
+                                                             # or every field (a cluster YAML file's)
      "global_batch": 512, "objective": "time"}               # or "energy"
 """
 
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from monet_ilp.errors import MonetError
-from monet_ilp.hardware.cluster import ClusterSpec, cluster
+from monet_ilp.hardware.cluster import ClusterSpec, cluster, cluster_from_dict
 from monet_ilp.problems.p4.model import TransformerConfig, model_config
 
 __all__ = ["P4_FORMAT", "P4Instance", "p4_instance_from_dict"]
@@ -66,8 +67,12 @@ def p4_instance_from_dict(data: dict[str, Any], *, source: str | None = None) ->
             model = model_config(model_spec["family"], preset=model_spec.get("preset"), seq=model_spec.get("seq"))
         else:
             model = TransformerConfig(**model_spec)
-        params = {k: v for k, v in cluster_spec.items() if k not in ("preset", "nodes")}
-        spec = cluster(str(cluster_spec.get("preset", "dgx_a100")), nodes=int(cluster_spec.get("nodes", 1)), **params)
+        if "device" in cluster_spec:  # written out in full, as a cluster YAML file
+            spec = cluster_from_dict(cluster_spec, source=source)
+        else:
+            params = {k: v for k, v in cluster_spec.items() if k not in ("preset", "nodes")}
+            spec = cluster(str(cluster_spec.get("preset", "dgx_a100")), nodes=int(cluster_spec.get("nodes", 1)),
+                           **params)
     except MonetError as err:
         raise (err.with_file(source) if source else err) from None
     except TypeError as err:
