@@ -23,7 +23,7 @@ from monet_ilp.plot.pipeline import pipeline
 from monet_ilp.problems.p4.instance import P4Instance, p4_instance_from_dict
 from monet_ilp.problems.p4.memory import RECOMPUTE, closed_form, layer_activations
 from monet_ilp.problems.p4.model import MODELS
-from monet_ilp.problems.p4.search import plan_search
+from monet_ilp.problems.p4.search import OBJECTIVES, plan_pareto, plan_search
 
 __all__ = ["layer_memory_cmd", "plan_cmd", "run_plan"]
 
@@ -70,15 +70,19 @@ def _runs(recompute: tuple[str, ...]) -> str:
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="A preset parameter, e.g. --set network_gbps=400 (repeatable).")
 @click.option("--global-batch", type=POSITIVE, required=True, help="Sequences per iteration.")
-@click.option("--objective", type=click.Choice(["time", "energy"]), default="time", show_default=True)
+@click.option("--objective", type=click.Choice(OBJECTIVES), default="time", show_default=True,
+              help="weighted: alpha x time / the fastest plan's time + (1 - alpha) x energy / its energy.")
+@click.option("--alpha", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="The weighted objective's alpha.")
+@click.option("--pareto", "pareto_points", type=click.IntRange(min=2), default=None,
+              help="Instead: the time/energy Pareto front by the ε-constraint, with up to this many points.")
 @click.option("--time-limit", type=SECONDS, default=60.0, show_default=True, help="Seconds for the search.")
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the plan and its measures here.")
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Draw the pipeline schedule here.")
 @click.option("--save-instance", type=click.Path(dir_okay=False),
               help="Also write the P4 instance (model, cluster, batch, objective) for monet-ilp solve.")
 def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int | None, settings: tuple[str, ...],
-             global_batch: int, objective: str, time_limit: float, json_out: str | None, plot_out: str | None,
-             save_instance: str | None) -> None:
+             global_batch: int, objective: str, alpha: float, pareto_points: int | None, time_limit: float,
+             json_out: str | None, plot_out: str | None, save_instance: str | None) -> None:
     """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."""
     options = _params(params)
     model_spec: dict[str, Any] = {"family": model, **({"preset": options["preset"]} if "preset" in options else {}),
@@ -92,18 +96,49 @@ def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int 
         spec = load_cluster(cluster_name)
         cluster_spec = spec.to_dict() if nodes is None else {**spec.to_dict(), "nodes": nodes}
     instance = p4_instance_from_dict({"model": model_spec, "cluster": cluster_spec,
-                                      "global_batch": global_batch, "objective": objective})
+                                      "global_batch": global_batch, "objective": objective, "alpha": alpha})
     if save_instance:
         Path(save_instance).write_text(json.dumps(instance.to_dict(), indent=1) + "\n")
         err_console.print(f"wrote {save_instance}")
+    if pareto_points is not None:
+        run_pareto(instance, pareto_points, time_limit=time_limit, json_out=json_out)
+        return
     run_plan(instance, time_limit=time_limit, json_out=json_out, plot_out=plot_out)
+
+
+def run_pareto(instance: P4Instance, points: int, *, time_limit: float, json_out: str | None) -> None:
+    """The ε-constraint front (P4.S6): one row per non-dominated plan, each with its energy bound."""
+    config, spec = instance.model, instance.cluster
+    with working(f"sweeping time caps for {config.name} on {spec.name}"):
+        front = plan_pareto(config, spec, global_batch=instance.global_batch, points=points, time_limit=time_limit)
+    table = Table(title=f"time/energy front: {config.name} on {spec.name}, global batch {instance.global_batch}")
+    for col in ("time s", "energy J", "energy bound J", "gap", "d x p x t", "b x m", "schedule", "ZeRO", "recompute"):
+        table.add_column(col, justify="left" if col == "recompute" else "right")
+    rows = []
+    for r in front:
+        plan, m = r.plan, r.metrics
+        if plan is None or m is None:
+            continue
+        table.add_row(f"{m.time_s:.4f}", f"{m.energy_j:,.0f}", "-" if r.bound is None else f"{r.bound:,.0f}",
+                      "-" if r.gap is None else f"{100 * r.gap:.2f} %",
+                      f"{plan.data} x {plan.pipeline} x {plan.tensor}" + (" +SP" if plan.sequence_parallel else ""),
+                      f"{plan.micro_batch} x {plan.micro_batches}", plan.schedule, str(plan.zero), _runs(plan.recompute))
+        rows.append(r.to_dict())
+    show(table)
+    if len(rows) == 1:
+        console.print("one point: the fastest plan is also the most frugal", markup=False, highlight=False)
+    if json_out:
+        Path(json_out).write_text(json.dumps({"format": "monet-ilp/p4-pareto", "points": rows}) + "\n")
+        err_console.print(f"wrote {json_out}")
+    exit_unless(bool(rows))
 
 
 def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, plot_out: str | None) -> None:
     """Search, print the plan with its bound and gap, write the files, exit as every command does."""
     config, spec, global_batch, objective = instance.model, instance.cluster, instance.global_batch, instance.objective
     with working(f"planning {config.name} on {spec.name}"):
-        result = plan_search(config, spec, global_batch=global_batch, objective=objective, time_limit=time_limit)
+        result = plan_search(config, spec, global_batch=global_batch, objective=objective, alpha=instance.alpha,
+                             time_limit=time_limit)
     if result.plan is None or result.metrics is None:
         console.print(f"{result.status}: no plan of the class fits ({result.stats})", markup=False)
         if json_out:
@@ -131,8 +166,8 @@ def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, p
                   f"{m.compute_ns / 1e9:.4f} / {m.communication_ns / 1e9:.4f} / {m.bubble_ns / 1e9:.4f} s")
     table.add_row("energy per iteration", f"{m.energy_j:,.0f} J")
     table.add_row("MFU / HFU", f"{100 * m.mfu:.1f} % / {100 * m.hfu:.1f} %")
-    unit = "s" if objective == "time" else "J"
-    table.add_row(f"bound ({objective})", "-" if result.bound is None else f"{result.bound:.4f} {unit}")
+    unit = {"time": " s", "energy": " J"}.get(objective, "")
+    table.add_row(f"bound ({objective})", "-" if result.bound is None else f"{result.bound:.4f}{unit}")
     table.add_row("gap", "-" if result.gap is None else f"{100 * result.gap:.2f} %")
     table.add_row("candidates solved / pruned / infeasible",
                   f"{result.stats['solved']} / {result.stats['pruned']} / {result.stats['infeasible']} "

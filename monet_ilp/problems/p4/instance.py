@@ -7,7 +7,7 @@ What ``monet-ilp solve`` and ``monet-ilp plan --save-instance`` read and write f
      "model": {"family": "gpt2", "preset": "medium"},        # or every TransformerConfig field
      "cluster": {"preset": "dgx_a100", "nodes": 4},          # and the preset's own keywords,
                                                              # or every field (a cluster YAML file's)
-     "global_batch": 512, "objective": "time"}               # or "energy"
+     "global_batch": 512, "objective": "time", "alpha": 0.5} # or "energy", "weighted"
 """
 
 from __future__ import annotations
@@ -34,10 +34,11 @@ class P4Instance:
     objective: str
     model_spec: dict[str, Any]
     cluster_spec: dict[str, Any]
+    alpha: float = 0.5
 
     def to_dict(self) -> dict[str, Any]:
         return {"format": P4_FORMAT, "version": 1, "model": self.model_spec, "cluster": self.cluster_spec,
-                "global_batch": self.global_batch, "objective": self.objective}
+                "global_batch": self.global_batch, "objective": self.objective, "alpha": self.alpha}
 
 
 def p4_instance_from_dict(data: dict[str, Any], *, source: str | None = None) -> P4Instance:
@@ -56,8 +57,12 @@ def p4_instance_from_dict(data: dict[str, Any], *, source: str | None = None) ->
         raise MonetError(f"global_batch = {batch!r}", file=source, field="global_batch",
                          fix="give a positive integer")
     objective = data.get("objective", "time")
-    if objective not in ("time", "energy"):
-        raise MonetError(f"objective = {objective!r}", file=source, field="objective", fix="use time or energy")
+    if objective not in ("time", "energy", "weighted"):
+        raise MonetError(f"objective = {objective!r}", file=source, field="objective",
+                         fix="use time, energy or weighted")
+    alpha = data.get("alpha", 0.5)
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0 <= alpha <= 1:
+        raise MonetError(f"alpha = {alpha!r}", file=source, field="alpha", fix="give a weight in [0, 1]")
     try:
         if "family" in model_spec:
             extra = sorted(set(model_spec) - {"family", "preset", "seq"})
@@ -78,4 +83,4 @@ def p4_instance_from_dict(data: dict[str, Any], *, source: str | None = None) ->
     except TypeError as err:
         raise MonetError(f"model: {err}", file=source, field="model",
                          fix="give family and preset, or name, layers, hidden, heads, seq, vocab, ffn") from err
-    return P4Instance(model, spec, batch, objective, model_spec, cluster_spec)
+    return P4Instance(model, spec, batch, objective, model_spec, cluster_spec, float(alpha))

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Partition", "solve_partition"]
 
+#: Inside the MILP times are milliseconds (the costs' nanoseconds / MS): per-nanosecond
+#: coefficients (seconds or joules) would fall below HiGHS's tolerances.
+MS = 1e6
+MS_PER_S = 1e3
+
 
 @dataclass(frozen=True)
 class Partition:
@@ -34,15 +39,23 @@ class Partition:
     status: str  # "optimal", "feasible" (time limit, with a solution), "infeasible", "limit" (no solution)
     stages: tuple[int, ...] | None
     recompute: tuple[str, ...] | None
-    objective: float | None  # the bound's value at the solution (ns, or J for energy)
+    objective: float | None  # the bound's value at the solution (the objective's unit: s, J or weighted)
     bound: float | None  # a lower bound on every partition of the candidate (same unit)
     seconds: float
 
 
 def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipeline: int, micro_batches: int,
                     schedule: str, devices_per_stage: int, objective: str = "time",
+                    weights: tuple[float, float] | None = None, time_cap_ns: float | None = None,
                     time_limit: float | None = None) -> Partition:
-    """Solve P4.P0-P7 for one candidate (``devices_per_stage`` = ``d * t``)."""
+    """Solve P4.P0-P8 for one candidate (``devices_per_stage`` = ``d * t``).
+
+    ``objective`` ``time`` (seconds) or ``energy`` (joules), or ``weights`` ``(w_t, w_e)``
+    for ``w_t · seconds + w_e · joules``; ``time_cap_ns`` keeps the plans whose evaluator
+    time can be at most that (the ε-constraint of a Pareto sweep).
+    """
+    if weights is None:
+        weights = (1.0, 0.0) if objective == "time" else (0.0, 1.0)
     L, p, m = layers, pipeline, micro_batches
     options = list(costs.layer)  # none, selective, full, and offload where there is a host
     cost: list[float] = []
@@ -84,9 +97,9 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         for k in options:
             j, lc = w[s, k], costs.layer[k]
             memory[j] = costs.layer_param_bytes + in_flight[s] * lc.activation_bytes
-            stage_work[j] = lc.forward_ns + lc.backward_ns
-            stage_forward[j] = lc.forward_ns
-            stage_sync[j] = costs.layer_sync_ns + costs.layer_optimizer_ns
+            stage_work[j] = (lc.forward_ns + lc.backward_ns) / MS
+            stage_forward[j] = lc.forward_ns / MS
+            stage_sync[j] = (costs.layer_sync_ns + costs.layer_optimizer_ns) / MS
         const = (first * (costs.first_param_bytes + in_flight[s] * costs.first_activation_bytes)
                  + last * (costs.last_param_bytes + in_flight[s] * costs.last_activation_bytes))
         if transient:  # P4.P3 what a full or offloaded layer holds again while its backward runs
@@ -102,12 +115,12 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         row(memory, -math.inf, float(costs.capacity_bytes - const))  # P4.P3 memory per device
         work.append(stage_work)
         forward.append(stage_forward)
-        fixed_forward.append(first * costs.first_forward_ns + last * costs.last_forward_ns)
-        fixed_work.append(first * (costs.first_forward_ns + costs.first_backward_ns)
-                          + last * (costs.last_forward_ns + costs.last_backward_ns))
+        fixed_forward.append((first * costs.first_forward_ns + last * costs.last_forward_ns) / MS)
+        fixed_work.append((first * (costs.first_forward_ns + costs.first_backward_ns)
+                           + last * (costs.last_forward_ns + costs.last_backward_ns)) / MS)
         sync.append(stage_sync)
-        fixed_sync.append(first * (costs.first_sync_ns + costs.first_optimizer_ns)
-                          + last * (costs.last_sync_ns + costs.last_optimizer_ns))
+        fixed_sync.append((first * (costs.first_sync_ns + costs.first_optimizer_ns)
+                           + last * (costs.last_sync_ns + costs.last_optimizer_ns)) / MS)
     # P4.P5 the pipeline: stage s waits for every upstream stage once on the way in and
     # once on the way out, and runs m forwards and backwards in between.
     z = col(binary=False, hi=math.inf)
@@ -119,7 +132,7 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         for up in range(s):
             for j, v in work[up].items():
                 terms[j] = terms.get(j, 0.0) - v
-            rhs += fixed_work[up] + 2 * costs.p2p_ns
+            rhs += fixed_work[up] + 2 * costs.p2p_ns / MS
         row(terms, rhs, math.inf)
     for s in range(p - 1):
         # P4.P5 the way down and back.  GPipe: stage s runs its m forwards, then its first
@@ -128,7 +141,7 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         # back, during which it runs at most its warm-up forwards (min(m, p - s) - 1).
         overlap = 0 if schedule == "gpipe" else min(m, p - s) - 1
         terms = {z: 1.0}
-        rhs = m * fixed_work[s] - overlap * fixed_forward[s] + 2 * (p - 1) * costs.p2p_ns
+        rhs = m * fixed_work[s] - overlap * fixed_forward[s] + 2 * (p - 1) * costs.p2p_ns / MS
         for j, v in work[s].items():
             terms[j] = terms.get(j, 0.0) - m * v
         for j, v in forward[s].items():
@@ -146,20 +159,28 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         for j, v in sync[s].items():
             terms[j] = -v
         row(terms, fixed_sync[s], math.inf)
-    offset = 0.0
+    # P4.P7 the objective: w_t (Z + Q) seconds + w_e joules (Z, Q in ms), the energy being
+    # N W_i (Z + Q) + (W_b - W_i) d t sum_s (m W_s + sync_s).
+    w_time, w_energy = weights
     dev = cluster.device
-    if objective == "time":  # P4.P7
-        cost[z] = cost[q] = 1.0
-    else:
-        devices = devices_per_stage * p
-        cost[z] = cost[q] = devices * dev.idle_w * 1e-9
-        extra = (dev.busy_w - dev.idle_w) * devices_per_stage * 1e-9
+    devices = devices_per_stage * p
+    cost[z] = cost[q] = (w_time + w_energy * devices * dev.idle_w) / MS_PER_S
+    offset = 0.0
+    if w_energy:
+        extra = w_energy * (dev.busy_w - dev.idle_w) * devices_per_stage / MS_PER_S
         for s in range(p):
             for j, v in work[s].items():
                 cost[j] += extra * m * v
             for j, v in sync[s].items():
                 cost[j] += extra * v
             offset += extra * (m * fixed_work[s] + fixed_sync[s])
+    if time_cap_ns is not None:  # P4.P8 the ε-constraint: Z + Q is at most the evaluator's time
+        row({z: 1.0, q: 1.0}, -math.inf, time_cap_ns / MS)
+    # The objective is scaled so that its largest coefficient is 1 (HiGHS's tolerances are
+    # absolute), and scaled back after.
+    scale = max(abs(c) for c in cost) or 1.0
+    cost = [c / scale for c in cost]
+    offset /= scale
     start: list[int] = [0]
     index: list[int] = []
     value: list[float] = []
@@ -176,8 +197,9 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
     run = run_highs(milp, deadline=Deadline(time_limit))
     if run.status == "infeasible":
         return Partition("infeasible", None, None, None, math.inf, run.seconds)
+    bound = None if run.bound is None else run.bound * scale
     if run.values is None:
-        return Partition("limit", None, None, None, run.bound, run.seconds)
+        return Partition("limit", None, None, None, bound, run.seconds)
     counts = []
     recompute: list[str] = []
     for s in range(p):
@@ -186,4 +208,5 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         for k in options:  # within a stage the order of identical layers does not matter
             recompute += [k] * per[k]
     status = "optimal" if run.status == "optimal" else "feasible"
-    return Partition(status, tuple(counts), tuple(recompute), run.objective, run.bound, run.seconds)
+    objective_value = None if run.objective is None else run.objective * scale
+    return Partition(status, tuple(counts), tuple(recompute), objective_value, bound, run.seconds)

@@ -12,6 +12,7 @@ the whole class, so the gap is certified.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,10 @@ if TYPE_CHECKING:
     from monet_ilp.hardware.cluster import ClusterSpec
     from monet_ilp.problems.p4.model import TransformerConfig
 
-__all__ = ["CLASS", "PlanResult", "plan_search", "work_bound"]
+__all__ = ["CLASS", "OBJECTIVES", "PlanResult", "plan_pareto", "plan_search", "work_bound"]
+
+#: What a plan may minimise (P4.P7).
+OBJECTIVES = ("time", "energy", "weighted")
 
 #: The class of plans the search is exact over (P4.S1).
 CLASS = ("plans using every device, tensor groups within a node, micro-batches of {sizes}, GPipe or 1F1B, "
@@ -96,24 +100,27 @@ def _candidates(model: TransformerConfig, cluster: ClusterSpec, global_batch: in
     return out
 
 
-def _even_bound(c: PlanCosts, candidate: dict[str, Any], layers: int, objective: str,
-                cluster: ClusterSpec) -> float:
-    """P4.S3: the candidate's work spread evenly over its stages, without recomputation."""
+def _even_bound(c: PlanCosts, candidate: dict[str, Any], layers: int, weights: tuple[float, float],
+                cluster: ClusterSpec) -> tuple[float, float]:
+    """P4.S3: the candidate's work spread evenly over its stages, without recomputation.
+
+    Returns the bound on the weighted objective and on the time (seconds) alone.
+    """
     p, m = int(candidate["pipeline"]), int(candidate["micro_batches"])
     lc = c.layer["none"]
     work = layers * (lc.forward_ns + lc.backward_ns) + c.first_forward_ns + c.first_backward_ns \
         + c.last_forward_ns + c.last_backward_ns
     sync = layers * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first_sync_ns + c.first_optimizer_ns \
         + c.last_sync_ns + c.last_optimizer_ns
-    time_ns = float(m * work + sync) / p
-    if objective == "time":
-        return time_ns / 1e9
+    seconds = float(m * work + sync) / p / 1e9
     dev = cluster.device
     group = int(candidate["data"]) * int(candidate["tensor"])
-    return float(group * p * dev.idle_w * time_ns + (dev.busy_w - dev.idle_w) * group * (m * work + sync)) / 1e9
+    joules = group * p * dev.idle_w * seconds + (dev.busy_w - dev.idle_w) * group * (m * work + sync) / 1e9
+    return weights[0] * seconds + weights[1] * joules, seconds
 
 
 def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch: int, objective: str = "time",
+                alpha: float = 0.5, references: tuple[float, float] | None = None, time_cap: float | None = None,
                 time_limit: float | None = 60.0, micro_batches: tuple[int, ...] = (1, 2, 4, 8),
                 schedules: tuple[str, ...] = SCHEDULES, zero: tuple[int, ...] = (0, 1, 2, 3)) -> PlanResult:
     """The best plan of the class for ``model`` on ``cluster`` (P4.S1-S5).
@@ -123,34 +130,64 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
     global_batch
         Sequences per iteration (``d * b * m``).
     objective
-        ``time`` (seconds per iteration) or ``energy`` (joules per iteration).
+        ``time`` (seconds per iteration), ``energy`` (joules per iteration) or
+        ``weighted``: ``alpha · time / time_ref + (1 - alpha) · energy / energy_ref``, the
+        references being ``references`` or, by default, the time and energy of the
+        fastest plan (searched first).
+    time_cap
+        Seconds: only plans at most this slow count (the ε-constraint, P4.P8); the bound
+        then holds for those plans.
     time_limit
         Seconds for the whole search; a search that runs out returns its best plan and
         the least bound of the candidates it has not ruled out.
     micro_batches, schedules, zero
         The micro-batch sizes, pipeline schedules and ZeRO stages the class allows.
     """
-    if objective not in ("time", "energy"):
-        raise MonetError(f"objective {objective!r}", field="objective", fix="use time or energy")
+    if objective not in OBJECTIVES:
+        raise MonetError(f"objective {objective!r}", field="objective", fix=f"use {', '.join(OBJECTIVES)}")
     if global_batch < 1:
         raise MonetError(f"global batch {global_batch}", field="global_batch", fix="give a positive batch")
+    if objective == "weighted" and not 0 <= alpha <= 1:
+        raise MonetError(f"alpha = {alpha}", field="alpha", fix="give a weight in [0, 1]")
     began = time.perf_counter()
     deadline = Deadline(time_limit)
     holds_for = CLASS.format(sizes=", ".join(map(str, micro_batches)))
+    if time_cap is not None:
+        holds_for += f", at most {time_cap:.6g} s per iteration"
+    stats: dict[str, Any] = {"candidates": 0, "solved": 0, "pruned": 0, "infeasible": 0, "unfinished": 0}
+    if objective == "weighted":
+        if references is None:
+            fastest = plan_search(model, cluster, global_batch=global_batch, objective="time",
+                                  time_limit=deadline.solver_limit(0.5), micro_batches=micro_batches,
+                                  schedules=schedules, zero=zero)
+            if fastest.metrics is None:
+                return dataclasses.replace(fastest, objective=objective)
+            references = (fastest.metrics.time_s, fastest.metrics.energy_j)
+        stats["references"] = {"time_s": references[0], "energy_j": references[1]}
+        weights = (alpha / references[0], (1 - alpha) / references[1])
+    else:
+        weights = (1.0, 0.0) if objective == "time" else (0.0, 1.0)
     scored = []
     for candidate in _candidates(model, cluster, global_batch, micro_batches, schedules, zero):
         costs = plan_costs(model, cluster, data=candidate["data"], pipeline=candidate["pipeline"],
                            tensor=candidate["tensor"], sequence_parallel=candidate["sequence_parallel"],
                            micro_batch=candidate["micro_batch"], zero=candidate["zero"])
-        scored.append((_even_bound(costs, candidate, model.layers, objective, cluster), candidate, costs))
+        even, seconds = _even_bound(costs, candidate, model.layers, weights, cluster)
+        if time_cap is not None and seconds > time_cap:
+            stats["infeasible"] += 1  # even its evenly spread work is slower than the cap
+            continue
+        scored.append((even, candidate, costs))
     scored.sort(key=lambda item: item[0])
-    stats: dict[str, Any] = {"candidates": len(scored), "solved": 0, "pruned": 0, "infeasible": 0, "unfinished": 0}
+    stats["candidates"] = len(scored) + stats["infeasible"]
     if not scored:
+        why = ("no candidate is fast enough for the cap" if stats["infeasible"] else
+               "no degrees divide the model, the cluster and the batch")
         return PlanResult("infeasible", None, None, objective, None, None, round(time.perf_counter() - began, 3),
-                          holds_for, {**stats, "why": "no degrees divide the model, the cluster and the batch"})
+                          holds_for, {**stats, "why": why})
     best: tuple[float, Plan, PlanMetrics] | None = None
     open_bounds: list[float] = []  # bounds of candidates that might still hold a better plan
     floor = work_bound(model, cluster, global_batch) if objective == "time" else 0.0
+    cap_ns = None if time_cap is None else time_cap * 1e9
     for position, (even, candidate, costs) in enumerate(scored):
         if best is not None and even >= best[0] * (1 - 1e-9):
             stats["pruned"] += len(scored) - position  # sorted: every later candidate too
@@ -163,14 +200,13 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
         share = deadline.solver_limit(1 / max(1, min(8, len(scored) - position)))
         part = solve_partition(costs, cluster, layers=model.layers, pipeline=candidate["pipeline"],
                                micro_batches=candidate["micro_batches"], schedule=candidate["schedule"],
-                               devices_per_stage=candidate["data"] * candidate["tensor"], objective=objective,
-                               time_limit=share)
+                               devices_per_stage=candidate["data"] * candidate["tensor"], weights=weights,
+                               time_cap_ns=cap_ns, time_limit=share)
         stats["solved"] += 1
-        unit = 1e-9 if objective == "time" else 1.0
         if part.status == "infeasible":
             stats["infeasible"] += 1
             continue
-        open_bounds.append(even if part.bound is None else max(even, part.bound * unit))
+        open_bounds.append(even if part.bound is None else max(even, part.bound))
         if part.stages is None or part.recompute is None:
             continue
         plan = Plan(candidate["data"], candidate["pipeline"], candidate["tensor"], candidate["sequence_parallel"],
@@ -179,7 +215,9 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
         metrics = evaluate_plan(model, cluster, plan, costs=costs)
         if not metrics.feasible:  # the MILP's memory rows are the evaluator's: a bug if this happens
             raise RuntimeError(f"partition MILP returned an infeasible plan: {metrics.violations[0]}")
-        value = metrics.time_s if objective == "time" else metrics.energy_j
+        if time_cap is not None and metrics.time_s > time_cap:
+            continue  # within the MILP's cap, but the pipeline runs slower: not a plan of the sweep
+        value = weights[0] * metrics.time_s + weights[1] * metrics.energy_j
         if best is None or value < best[0]:
             best = (value, plan, metrics)
     seconds = round(time.perf_counter() - began, 3)
@@ -192,3 +230,40 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
     bound = max(floor, min([value, *open_bounds]))
     status = "optimal" if bound >= value * (1 - 1e-6) else "feasible"
     return PlanResult(status, plan, metrics, objective, value, min(bound, value), seconds, holds_for, stats)
+
+
+def plan_pareto(model: TransformerConfig, cluster: ClusterSpec, *, global_batch: int, points: int = 5,
+                time_limit: float | None = 60.0, **options: Any) -> list[PlanResult]:
+    """The time/energy Pareto front by ε-constraint (P4.S6): the fastest plan, the most frugal,
+    and the most frugal at ``points - 2`` time caps evenly spaced between them.
+
+    Each result's bound holds for the plans at most as slow as its cap; the dominated
+    points are left out.  ``time_limit`` is shared by the searches.
+    """
+    if points < 2:
+        raise MonetError(f"points = {points}", field="points", fix="ask for at least 2 points")
+    deadline = Deadline(time_limit)
+    share = 1 / points
+    fastest = plan_search(model, cluster, global_batch=global_batch, objective="time",
+                          time_limit=deadline.solver_limit(share), **options)
+    frugal = plan_search(model, cluster, global_batch=global_batch, objective="energy",
+                         time_limit=deadline.solver_limit(1 / (points - 1)), **options)
+    if fastest.metrics is None or frugal.metrics is None:
+        return [r for r in (fastest, frugal) if r.metrics is not None]
+    low, high = fastest.metrics.time_s, frugal.metrics.time_s
+    results = [plan_search(model, cluster, global_batch=global_batch, objective="energy", time_cap=low,
+                           time_limit=deadline.solver_limit(1 / (points - 1)), **options)]
+    for i in range(1, points - 1):
+        cap = low + (high - low) * i / (points - 1)
+        results.append(plan_search(model, cluster, global_batch=global_batch, objective="energy", time_cap=cap,
+                                   time_limit=deadline.solver_limit(1 / max(1, points - 1 - i)), **options))
+    results.append(frugal)
+    measured = sorted(((r.metrics.time_s, r.metrics.energy_j, r) for r in results if r.metrics is not None),
+                      key=lambda item: (item[0], item[1]))
+    front: list[PlanResult] = []
+    least = float("inf")
+    for _, energy, r in measured:
+        if energy < least:
+            front.append(r)
+            least = energy
+    return front

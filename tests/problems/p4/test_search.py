@@ -10,7 +10,7 @@ from monet_ilp.hardware.cluster import dgx_a100, edge_tpu_mesh
 from monet_ilp.problems.p4.evaluate import evaluate_plan
 from monet_ilp.problems.p4.model import model_config
 from monet_ilp.problems.p4.plan import Plan
-from monet_ilp.problems.p4.search import plan_search, work_bound
+from monet_ilp.problems.p4.search import plan_pareto, plan_search, work_bound
 
 
 def random_plans(model, cluster, global_batch, rng, count):
@@ -102,3 +102,22 @@ def test_a_p4_instance_file_solves_and_bad_ones_exit_2(tmp_path, capsys):
     else:
         raise AssertionError("no exit")
     assert "global_batch" in capsys.readouterr().err
+
+
+def test_weighted_objective_and_the_pareto_front():
+    model = model_config("gpt2", preset="small")
+    cluster = dgx_a100(nodes=1)
+    fastest = plan_search(model, cluster, global_batch=64, objective="time", time_limit=30)
+    weighted = plan_search(model, cluster, global_batch=64, objective="weighted", alpha=0.5, time_limit=30)
+    refs = weighted.stats["references"]
+    assert refs["time_s"] == fastest.value
+    expected = 0.5 * weighted.metrics.time_s / refs["time_s"] + 0.5 * weighted.metrics.energy_j / refs["energy_j"]
+    assert weighted.value == expected and weighted.bound <= weighted.value <= 1.0 + 1e-12
+    front = plan_pareto(model, cluster, global_batch=64, points=3, time_limit=60)
+    assert front and all(r.metrics.feasible and r.bound <= r.value for r in front)
+    times = [r.metrics.time_s for r in front]
+    energies = [r.metrics.energy_j for r in front]
+    assert times == sorted(times) and energies == sorted(energies, reverse=True)
+    capped = plan_search(model, cluster, global_batch=64, objective="energy", time_cap=fastest.value * 0.5,
+                         time_limit=30)
+    assert capped.metrics is None  # nothing runs in half the fastest time
