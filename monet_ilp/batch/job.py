@@ -23,6 +23,8 @@ from monet_ilp.graph.load import GENERATED, KINDS, load_graph
 from monet_ilp.hardware.presets import preset
 from monet_ilp.hardware.schema import load_hardware
 from monet_ilp.make import make_instance
+from monet_ilp.problems.p4.instance import p4_instance_from_dict
+from monet_ilp.problems.p4.search import plan_search
 from monet_ilp.solve import solve
 
 if TYPE_CHECKING:
@@ -114,6 +116,13 @@ class Job:
     def describe(self) -> str:
         """A short human name: model, hardware, budget, objective, backend."""
         p = self.params
+        if "p4" in p:  # a plan: model, cluster, batch, objective
+            spec = p["p4"]
+            model = spec["model"]
+            cluster = spec["cluster"]
+            what = "-".join(str(model[k]) for k in ("family", "preset") if k in model) or str(model.get("name"))
+            where = f"{cluster.get('preset') or cluster.get('name')}x{cluster.get('nodes', 1)}"
+            return f"{what} {where} B={spec['global_batch']} {spec['objective']} plan"
         model = p["model"]
         kind = next(k for k in KINDS if k in model)
         what = model[kind] if isinstance(model[kind], str) else kind
@@ -201,6 +210,8 @@ def run_job(payload: Mapping[str, Any],
         message, times, instance name and hash) and the schedule as JSON.
     """
     params = payload["params"]
+    if "p4" in params:
+        return _run_plan(params, on_solving)
     fields: dict[str, Any] = {"instance": None, "instance_hash": None, "status": "error", "objective": None,
                               "bound": None, "gap": None, "feasible": None, "latency_cycles": None,
                               "energy_pj": None, "compute_cycles": None, "message": "", "source": "",
@@ -250,3 +261,48 @@ def run_job(payload: Mapping[str, Any],
     )
     schedule = result.schedule.to_dict() if result.schedule is not None else None
     return {"fields": fields, "schedule": schedule}
+
+
+def _run_plan(params: Mapping[str, Any], on_solving: Callable[[dict[str, Any]], None] | None) -> dict[str, Any]:
+    """A P4 job: the plan search on a model and a cluster; the plan the evaluator measured.
+
+    The record's objective is the plan's time (s) or energy (J) per iteration, its bound
+    the search's bound over the class; ``stats`` adds the plan, its time, energy and
+    MFU, and the devices; the plan is what is saved as the job's "schedule".
+    """
+    fields: dict[str, Any] = {"instance": None, "instance_hash": None, "status": "error", "objective": None,
+                              "bound": None, "gap": None, "feasible": None, "latency_cycles": None,
+                              "energy_pj": None, "compute_cycles": None, "message": "", "source": "plan",
+                              "wall_time_s": None, "build_s": None, "stats": {}}
+    start = time.perf_counter()
+    try:
+        instance = p4_instance_from_dict(dict(params["p4"]))
+    except Exception as err:  # noqa: BLE001  (any failure is the job's result, not the batch's)
+        fields["build_s"] = round(time.perf_counter() - start, 4)
+        fields["message"] = f"building the instance failed: {_error_text(err)}"
+        return {"fields": fields, "schedule": None}
+    fields["instance"] = f"{instance.model.name}_{instance.cluster.name}_B{instance.global_batch}"
+    fields["instance_hash"] = hashlib.sha256(canonical_json(instance.to_dict()).encode()).hexdigest()[:16]
+    fields["build_s"] = round(time.perf_counter() - start, 4)
+    if on_solving is not None:
+        on_solving({k: fields[k] for k in ("instance", "instance_hash", "build_s")})
+    solve_start = time.perf_counter()
+    try:
+        result = plan_search(instance.model, instance.cluster, global_batch=instance.global_batch,
+                             objective=instance.objective, alpha=instance.alpha, time_limit=params["time_limit"])
+    except Exception as err:  # noqa: BLE001
+        fields["wall_time_s"] = round(time.perf_counter() - solve_start, 4)
+        fields["message"] = _error_text(err)
+        return {"fields": fields, "schedule": None}
+    metrics = result.metrics
+    fields.update(status=result.status, objective=result.value, bound=result.bound, gap=result.gap,
+                  feasible=None if metrics is None else metrics.feasible,
+                  message=f"{result.status}; bound over {result.holds_for}",
+                  wall_time_s=round(time.perf_counter() - solve_start, 4),
+                  stats={**json.loads(json.dumps(result.stats, default=str)), "devices": instance.cluster.devices,
+                         "time_per_iteration_s": None if metrics is None else metrics.time_s,
+                         "energy_j": None if metrics is None else metrics.energy_j,
+                         "mfu": None if metrics is None else metrics.mfu,
+                         "plan": None if result.plan is None else result.plan.to_dict()})
+    return {"fields": fields, "schedule": None if result.plan is None else {"format": "monet-ilp/p4-plan",
+                                                                            **result.plan.to_dict()}}

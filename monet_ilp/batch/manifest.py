@@ -27,10 +27,12 @@ from monet_ilp.errors import MonetError
 from monet_ilp.graph import zoo
 from monet_ilp.graph.analysis import PHASES
 from monet_ilp.graph.load import GENERATED, KINDS, builder
+from monet_ilp.hardware.cluster import load_cluster
 from monet_ilp.hardware.presets import PRESETS, preset
 from monet_ilp.hardware.schema import load_hardware
 from monet_ilp.make import parse_budget
 from monet_ilp.problems import registry
+from monet_ilp.problems.p4.instance import p4_instance_from_dict
 
 __all__ = ["MONET_EDGE_TPU_SPACE", "Manifest", "ManifestError", "load_manifest", "parse_manifest"]
 
@@ -51,7 +53,12 @@ SPACES = {"monet": ("edge_tpu", MONET_EDGE_TPU_SPACE)}
 
 TOP_KEYS = ("name", "description", "plugins", "models", "hardware", "problems", "budgets", "objectives",
             "backends", "options", "time_limits", "seeds", "workers", "alpha", "runtime_limit_cycles",
-            "offload")
+            "offload", "plans")
+#: The keys of a ``plans`` section (P4: transformers on clusters, ``formulations/p4_problem.md``).
+PLAN_KEYS = ("models", "clusters", "global_batches", "objectives", "alpha")
+#: The fields of a P4 model spec an error may name (the entry of ``plans.models`` it is about).
+_MODEL_FIELDS = {"model", "family", "preset", "seq", "name", "layers", "hidden", "heads", "vocab", "ffn", "gated",
+                 "dropout", "dtype_bytes"}
 MODEL_KINDS = KINDS
 PROBLEMS = ("P1", "P2", "P3")
 OBJECTIVES = ("compute", "latency", "energy", "weighted")
@@ -578,6 +585,14 @@ def parse_manifest(text: str, *, source: str = "<manifest>", base: str | Path = 
             raise w.error(plugins, i, f"plugins[{i}]", f"{module!r} is not a module name",
                           "give importable module names, e.g. my_backends")
 
+    limits_seq = _as_list(w, data, "time_limits", [DEFAULT_TIME_LIMIT])
+    for i, limit in enumerate(limits_seq):
+        if not _is_number(limit) or limit <= 0:
+            raise w.error(limits_seq, i, f"time_limits[{i}]", f"time limit {limit!r} is not a positive number",
+                          "give seconds, e.g. time_limits: [10, 60]")
+    plan_jobs = _plan_jobs(w, base, data, name, [float(x) for x in limits_seq], list(plugins))
+    if "plans" in data and "models" not in data:
+        return Manifest(name=name, path=source, description=str(description), jobs=tuple(plan_jobs), duplicates=0)
     if "models" not in data:
         raise w.error(data, None, "models", "the manifest lists no models",
                       "add models: [{zoo: resnet18}, {chain: {length: 8}}, ...]")
@@ -595,11 +610,6 @@ def parse_manifest(text: str, *, source: str = "<manifest>", base: str | Path = 
     objectives_seq = _as_list(w, data, "objectives", [None])
     objectives = [_choice(w, objectives_seq, i, "objectives", OBJECTIVES, True)
                   for i in range(len(objectives_seq))]
-    limits_seq = _as_list(w, data, "time_limits", [DEFAULT_TIME_LIMIT])
-    for i, limit in enumerate(limits_seq):
-        if not _is_number(limit) or limit <= 0:
-            raise w.error(limits_seq, i, f"time_limits[{i}]", f"time limit {limit!r} is not a positive number",
-                          "give seconds, e.g. time_limits: [10, 60]")
     seeds_seq = _as_list(w, data, "seeds", [None])
     for i, seed in enumerate(seeds_seq):
         if seed is not None and not _is_int(seed):
@@ -661,4 +671,78 @@ def parse_manifest(text: str, *, source: str = "<manifest>", base: str | Path = 
         seen.add(key)
         paths = {k: v for k, v in (("model", model_path), ("hardware", hw_path)) if v}
         jobs.append(Job(key, name, params, paths))
+    jobs += [job for job in plan_jobs if job.key not in seen]
     return Manifest(name=name, path=source, description=str(description), jobs=tuple(jobs), duplicates=duplicates)
+
+
+# =================================================================== P4 plans
+def _plan_jobs(w: _Where, base: Path, data: _Map, name: str, limits: list[float], plugins: list[str]) -> list[Job]:
+    """The jobs of a ``plans`` section: models x clusters (nodes swept) x global batches x objectives.
+
+    ::
+
+        plans:
+          models: [{family: gpt2, preset: medium}, {family: llama, preset: 1b}]
+          clusters: [{preset: dgx_a100, nodes: [1, 2, 4]}, {file: clusters/dgx_h100.yaml}]
+          global_batches: [512]
+          objectives: [time]        # time, energy, weighted
+          alpha: 0.5                # the weighted objective's
+
+    Each job runs :func:`monet_ilp.problems.p4.search.plan_search` (backend ``plan``)
+    with each of the manifest's ``time_limits``.
+    """
+    if "plans" not in data:
+        return []
+    plans = data["plans"]
+    if not isinstance(plans, _Map):
+        raise w.error(data, "plans", "plans", "plans must be a mapping",
+                      "write plans: {models: [...], clusters: [...], global_batches: [...]}")
+    _unknown_keys(w, plans, PLAN_KEYS, "plans.")
+    for key in ("models", "clusters", "global_batches"):
+        if key not in plans:
+            raise w.error(plans, None, f"plans.{key}", f"plans has no {key}", f"add {key}: [...]")
+    alpha = plans.get("alpha", 0.5)
+    if not _is_number(alpha) or not 0 <= alpha <= 1:
+        raise w.error(plans, "alpha", "plans.alpha", f"alpha = {alpha!r} is not in [0, 1]", "give e.g. 0.5")
+    models = _as_list(w, plans, "models", [])
+    clusters: list[dict[str, Any]] = []
+    cluster_seq = _as_list(w, plans, "clusters", [])
+    for i, entry in enumerate(cluster_seq):
+        if not isinstance(entry, _Map):
+            raise w.error(cluster_seq, i, f"plans.clusters[{i}]", "a cluster entry is a mapping",
+                          "write {preset: dgx_a100, nodes: [1, 2, 4]} or {file: cluster.yaml}")
+        if "file" in entry:
+            path = _file(w, base, entry, "file", f"plans.clusters[{i}].file", entry["file"])
+            try:
+                spec = load_cluster(path).to_dict()
+            except MonetError as err:
+                raise w.error(entry, "file", f"plans.clusters[{i}].file", err.message, err.fix or "fix the file") \
+                    from None
+            nodes = entry.get("nodes", spec["nodes"])
+            for n in nodes if isinstance(nodes, _Seq) else [nodes]:
+                clusters.append({**spec, "nodes": n})
+            continue
+        nodes = entry.get("nodes", 1)
+        for n in nodes if isinstance(nodes, _Seq) else [nodes]:
+            clusters.append({**_plain(entry), "nodes": n})
+    batches = _as_list(w, plans, "global_batches", [])
+    objectives = _as_list(w, plans, "objectives", ["time"])
+    jobs = []
+    for (i, model), cluster_spec, (j, batch), (k, objective), limit in itertools.product(
+            enumerate(models), clusters, enumerate(batches), enumerate(objectives), limits):
+        spec = {"model": _plain(model), "cluster": cluster_spec, "global_batch": batch, "objective": objective,
+                "alpha": float(alpha)}
+        try:
+            p4_instance_from_dict(spec, source=w.path)
+        except MonetError as err:
+            field = str(err.field).split(".")[0]
+            container, index, where = (
+                (models, i, f"plans.models[{i}]") if field in _MODEL_FIELDS else
+                (batches, j, f"plans.global_batches[{j}]") if field == "global_batch" else
+                (objectives, k, f"plans.objectives[{k}]") if field in ("objective", "alpha") else
+                (plans, "clusters", "plans.clusters"))
+            raise w.error(container, index, where, err.problem, err.fix or "see instances/README.md") from None
+        params = {"p4": spec, "backend": "plan", "label": "plan", "time_limit": limit, "seed": None,
+                  "workers": 1, "plugins": plugins}
+        jobs.append(Job(job_key(params), name, params, {}))
+    return jobs

@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["design_space_figure", "design_space_records", "gap_histogram_figure", "instance_group",
-           "pareto_front", "pareto_front_figure", "plot_design_space", "plot_gap_histogram", "plot_pareto_front",
-           "plot_results", "plot_time_to_solve", "time_to_solve_figure"]
+           "pareto_front", "pareto_front_figure", "plan_scaling_figure", "plot_design_space", "plot_gap_histogram",
+           "plot_pareto_front", "plot_plan_scaling", "plot_results", "plot_time_to_solve", "time_to_solve_figure"]
 
 #: The hardware parameters of a design-space point whose product is its peak compute
 #: (MACs per cycle: SIMD units x lanes per PE, times the PEs).
@@ -282,13 +282,16 @@ def plot_results(records: Iterable[Mapping[str, Any]], out_dir: str | Path, *,
                  max_pareto: int = 50) -> list[Path]:
     """Every plot of a set of records into ``out_dir``: ``time_to_solve.png``, ``gap_histogram.png``,
     ``pareto/<instance>.png`` for each instance solved under several objectives (at most
-    ``max_pareto`` of them), and ``design_space_<model>.png`` for each model run on several
-    points of a design space (:func:`design_space_figure`)."""
+    ``max_pareto`` of them), ``design_space_<model>.png`` for each model run on several
+    points of a design space (:func:`design_space_figure`), and ``plan_scaling.png`` for
+    the P4 plans (:func:`plan_scaling_figure`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = list(records)
     written = [plot_time_to_solve(records, out_dir / "time_to_solve.png"),
                plot_gap_histogram(records, out_dir / "gap_histogram.png")]
+    if plan_records(records):
+        written.append(plot_plan_scaling(records, out_dir / "plan_scaling.png"))
     for model, group in design_space_records(records).items():
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
         written.append(plot_design_space(group, out_dir / f"design_space_{safe}.png",
@@ -312,6 +315,50 @@ def plot_results(records: Iterable[Mapping[str, Any]], out_dir: str | Path, *,
         written.append(plot_pareto_front(group, out_dir / "pareto" / f"{safe}_{group_key}.png", title))
         count += 1
     return written
+
+
+def plan_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The verified P4 plans among the records (``plans`` jobs of a manifest)."""
+    return [r for r in records if "p4" in r.get("params", {}) and is_solved(r)
+            and (r.get("stats") or {}).get("time_per_iteration_s") is not None]
+
+
+def plan_scaling_figure(records: Iterable[Mapping[str, Any]], title: str = "") -> Figure:
+    """P4: time per iteration (and MFU) against the devices of the cluster, one line per model,
+    batch and objective, each point with its certified bound."""
+    fig = _figure(9.0, 4.2)
+    ax, mfu_ax = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    lines: dict[str, list[Mapping[str, Any]]] = {}
+    for r in plan_records(records):
+        spec = r["params"]["p4"]
+        model = spec["model"]
+        name = "-".join(str(model[k]) for k in ("family", "preset") if k in model) or str(model.get("name"))
+        lines.setdefault(f"{name} B={spec['global_batch']} {spec['objective']}", []).append(r)
+    for label, group in sorted(lines.items()):
+        group = sorted(group, key=lambda r: r["stats"]["devices"])
+        devices = [r["stats"]["devices"] for r in group]
+        ax.plot(devices, [r["stats"]["time_per_iteration_s"] for r in group], marker="o", label=label)
+        if all(r["params"]["p4"]["objective"] == "time" and r.get("bound") is not None for r in group):
+            ax.plot(devices, [r["bound"] for r in group], linestyle=":", color=ax.lines[-1].get_color())
+        mfu_ax.plot(devices, [100 * r["stats"]["mfu"] for r in group], marker="o")
+    for a in (ax, mfu_ax):
+        a.set_xscale("log", base=2)
+        a.set_xlabel("devices")
+        a.grid(True, alpha=0.3)
+    ax.set_yscale("log")
+    ax.set_ylabel("time per iteration (s); dotted: bound")
+    mfu_ax.set_ylabel("MFU (%)")
+    ax.set_title(title or "plans against cluster size", fontsize="medium")
+    _legend_outside(mfu_ax)
+    if ax.get_legend_handles_labels()[0]:
+        mfu_ax.legend(*ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                      frameon=False, fontsize="small")
+    return fig
+
+
+def plot_plan_scaling(records: Iterable[Mapping[str, Any]], path: str | Path, title: str = "") -> Path:
+    """Write :func:`plan_scaling_figure` to ``path`` (PNG); return the path."""
+    return _save(plan_scaling_figure(records, title), path)
 
 
 def _save(fig: Figure, path: str | Path) -> Path:
