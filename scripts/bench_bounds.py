@@ -65,11 +65,15 @@ def main() -> None:
     parser.add_argument("--population", type=int, default=32)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--instances", nargs="*", default=None, help="only these instance labels (e.g. gpt2_tiny_b1)")
+    parser.add_argument("--objectives", nargs="*", default=["latency", "energy"], choices=["latency", "energy"])
     parser.add_argument("--out", default="bench_bounds.json")
     args = parser.parse_args()
     console = Console(width=180)
     rows = []
     for label, graph, hw, make in instances(args.quick):
+        if args.instances and label not in args.instances:
+            continue
         hardware = hw()
         base = make_instance(graph, hardware, problem="P3", objective="latency", **make)
         began = time.perf_counter()
@@ -77,6 +81,8 @@ def main() -> None:
         ga_seconds = time.perf_counter() - began
         points = [p for p in front["points"] if p["feasible"]]
         for objective, key in (("latency", "latency_cycles"), ("energy", "energy_pj")):
+            if objective not in args.objectives:
+                continue
             inst = make_instance(graph, hardware, problem="P3", objective=objective, **make)
             best_point = min(points, key=lambda p: p[key]) if points else None
             hint = schedule_from_dict(best_point["schedule"]) if best_point else None
