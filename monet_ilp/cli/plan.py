@@ -155,6 +155,8 @@ def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, p
                   f"{plan.data} x {plan.pipeline} x {plan.tensor}" + (" + sequence" if plan.sequence_parallel else ""))
     table.add_row("micro-batch x count", f"{plan.micro_batch} x {plan.micro_batches} ({plan.schedule})")
     table.add_row("ZeRO stage", str(plan.zero))
+    table.add_row("placement (innermost first)", {"tdp": "tensor, data, pipeline",
+                                                  "tpd": "tensor, pipeline, data"}[plan.placement])
     table.add_row("layers per stage", " ".join(map(str, plan.stages)))
     table.add_row("recompute", _runs(plan.recompute))
     for s, stage in enumerate(m.stages):

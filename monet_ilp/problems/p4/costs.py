@@ -86,7 +86,7 @@ class PlanCosts:
 
 
 def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pipeline: int, tensor: int,
-               sequence_parallel: bool, micro_batch: int, zero: int = 0) -> PlanCosts:
+               sequence_parallel: bool, micro_batch: int, zero: int = 0, placement: str = "tdp") -> PlanCosts:
     """The costs for degrees ``(data, pipeline, tensor)`` (P4.C1-C8 of ``p4_problem.md``).
 
     Raises
@@ -106,8 +106,10 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
     s, h, a, v = model.seq, model.hidden, model.heads, model.vocab
     gemm = dev.peak_flops * dev.gemm_efficiency
     tp_bw, tp_lat = cluster.link(t, 1)
-    dp_bw, dp_lat = cluster.link(d, t)
-    pp_bw, pp_lat = cluster.link(2, t * d)
+    # P4.D1: the data group's members are t apart (tdp) or t p apart (tpd); pipeline
+    # neighbours t d apart (tdp) or t apart (tpd).
+    dp_bw, dp_lat = cluster.link(d, t if placement == "tdp" else t * p)
+    pp_bw, pp_lat = cluster.link(2, t * d if placement == "tdp" else t)
 
     def acts_of(option: str) -> int:
         return layer_activations(seq=s, batch=b, hidden=h, heads=a, tp=t, sequence_parallel=sequence_parallel,

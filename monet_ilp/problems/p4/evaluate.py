@@ -109,7 +109,8 @@ def evaluate_plan(model: TransformerConfig, cluster: ClusterSpec, plan: Plan, *,
         raise MonetError(f"plan covers {sum(plan.stages)} layers, the model has {model.layers}", field="stages",
                          fix="give layer counts summing to the model's layers")
     c = costs or plan_costs(model, cluster, data=plan.data, pipeline=plan.pipeline, tensor=plan.tensor,
-                            sequence_parallel=plan.sequence_parallel, micro_batch=plan.micro_batch, zero=plan.zero)
+                            sequence_parallel=plan.sequence_parallel, micro_batch=plan.micro_batch, zero=plan.zero,
+                            placement=plan.placement)
     p, m = plan.pipeline, plan.micro_batches
     missing = sorted(set(plan.recompute) - set(c.layer))
     if missing:

@@ -13,7 +13,12 @@ from typing import Any
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p4.memory import RECOMPUTE
 
-__all__ = ["LAYER_OPTIONS", "SCHEDULES", "Plan", "plan_from_dict"]
+__all__ = ["LAYER_OPTIONS", "PLACEMENTS", "SCHEDULES", "Plan", "plan_from_dict"]
+
+#: How the groups are laid on the devices, innermost first (P4.D1): ``tdp`` tensor, then
+#: data, then pipeline (Megatron-LM's order: pipeline neighbours far apart); ``tpd``
+#: tensor, then pipeline, then data (pipeline neighbours close, data groups spread).
+PLACEMENTS = ("tdp", "tpd")
 
 #: What a layer does with its activations (P4.D5): keep them (``none``), recompute the
 #: attention core (``selective``) or the whole layer (``full``), or offload them to host
@@ -48,6 +53,8 @@ class Plan:
     zero
         Sharding of the optimizer state (1), and the gradients (2) and weights (3) too,
         across the data-parallel group (0: none).
+    placement
+        The order of the groups on the devices, innermost first (:data:`PLACEMENTS`).
     """
 
     data: int
@@ -60,6 +67,7 @@ class Plan:
     stages: tuple[int, ...]
     recompute: tuple[str, ...]
     zero: int = 0
+    placement: str = "tdp"
 
     def __post_init__(self) -> None:
         for field in ("data", "pipeline", "tensor", "micro_batch", "micro_batches"):
@@ -78,6 +86,9 @@ class Plan:
                              fix="set tensor > 1 or sequence_parallel false")
         if self.zero not in (0, 1, 2, 3):
             raise MonetError(f"plan: zero = {self.zero}", field="zero", fix="use 0, 1, 2 or 3")
+        if self.placement not in PLACEMENTS:
+            raise MonetError(f"plan: placement {self.placement!r}", field="placement",
+                             fix=f"use {' or '.join(PLACEMENTS)}")
 
     @property
     def devices(self) -> int:
@@ -99,7 +110,7 @@ class Plan:
         return {"data": self.data, "pipeline": self.pipeline, "tensor": self.tensor,
                 "sequence_parallel": self.sequence_parallel, "micro_batch": self.micro_batch,
                 "micro_batches": self.micro_batches, "schedule": self.schedule, "stages": list(self.stages),
-                "recompute": list(self.recompute), "zero": self.zero}
+                "recompute": list(self.recompute), "zero": self.zero, "placement": self.placement}
 
 
 def plan_from_dict(data: dict[str, Any], *, source: str | None = None) -> Plan:
@@ -108,7 +119,7 @@ def plan_from_dict(data: dict[str, Any], *, source: str | None = None) -> Plan:
         return Plan(int(data["data"]), int(data["pipeline"]), int(data["tensor"]), bool(data["sequence_parallel"]),
                     int(data["micro_batch"]), int(data["micro_batches"]), str(data["schedule"]),
                     tuple(int(n) for n in data["stages"]), tuple(str(r) for r in data["recompute"]),
-                    int(data.get("zero", 0)))
+                    int(data.get("zero", 0)), str(data.get("placement", "tdp")))
     except KeyError as err:
         raise MonetError(f"plan is missing {err.args[0]!r}", file=source, field=str(err.args[0]),
                          fix="write every field of Plan.to_dict()") from err

@@ -22,7 +22,7 @@ from monet_ilp.errors import MonetError
 from monet_ilp.problems.p4.costs import PlanCosts, plan_costs
 from monet_ilp.problems.p4.evaluate import PlanMetrics, evaluate_plan
 from monet_ilp.problems.p4.partition import solve_partition
-from monet_ilp.problems.p4.plan import SCHEDULES, Plan
+from monet_ilp.problems.p4.plan import PLACEMENTS, SCHEDULES, Plan
 
 if TYPE_CHECKING:
     from monet_ilp.hardware.cluster import ClusterSpec
@@ -34,7 +34,8 @@ __all__ = ["CLASS", "OBJECTIVES", "PlanResult", "plan_pareto", "plan_search", "w
 OBJECTIVES = ("time", "energy", "weighted")
 
 #: The class of plans the search is exact over (P4.S1).
-CLASS = ("plans using every device, tensor groups within a node, micro-batches of {sizes}, GPipe or 1F1B, "
+CLASS = ("plans using every device, tensor groups within a node, data or pipeline groups next, "
+         "micro-batches of {sizes}, GPipe or 1F1B, "
          "ZeRO 0-3, contiguous stages, per layer none/selective/full recomputation or offload (with a host link)")
 
 
@@ -95,8 +96,10 @@ def _candidates(model: TransformerConfig, cluster: ClusterSpec, global_batch: in
                 for sp in ((False, True) if t > 1 and model.seq % t == 0 else (False,)):
                     for z in (zero if d > 1 else (0,)):
                         for schedule in (schedules if p > 1 else ("1f1b",)):
-                            out.append({"data": d, "pipeline": p, "tensor": t, "sequence_parallel": sp,
-                                        "micro_batch": b, "micro_batches": m, "schedule": schedule, "zero": z})
+                            for placement in (PLACEMENTS if p > 1 and d > 1 else ("tdp",)):
+                                out.append({"data": d, "pipeline": p, "tensor": t, "sequence_parallel": sp,
+                                            "micro_batch": b, "micro_batches": m, "schedule": schedule, "zero": z,
+                                            "placement": placement})
     return out
 
 
@@ -171,7 +174,8 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
     for candidate in _candidates(model, cluster, global_batch, micro_batches, schedules, zero):
         costs = plan_costs(model, cluster, data=candidate["data"], pipeline=candidate["pipeline"],
                            tensor=candidate["tensor"], sequence_parallel=candidate["sequence_parallel"],
-                           micro_batch=candidate["micro_batch"], zero=candidate["zero"])
+                           micro_batch=candidate["micro_batch"], zero=candidate["zero"],
+                           placement=candidate["placement"])
         even, seconds = _even_bound(costs, candidate, model.layers, weights, cluster)
         if time_cap is not None and seconds > time_cap:
             stats["infeasible"] += 1  # even its evenly spread work is slower than the cap
@@ -211,7 +215,7 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
             continue
         plan = Plan(candidate["data"], candidate["pipeline"], candidate["tensor"], candidate["sequence_parallel"],
                     candidate["micro_batch"], candidate["micro_batches"], candidate["schedule"], part.stages,
-                    part.recompute, candidate["zero"])
+                    part.recompute, candidate["zero"], candidate["placement"])
         metrics = evaluate_plan(model, cluster, plan, costs=costs)
         if not metrics.feasible:  # the MILP's memory rows are the evaluator's: a bug if this happens
             raise RuntimeError(f"partition MILP returned an infeasible plan: {metrics.violations[0]}")

@@ -110,3 +110,16 @@ def test_offload_frees_device_memory_and_needs_host_room():
     no_host = dataclasses.replace(cluster, host_bandwidth=0.0)
     with pytest.raises(MonetError):
         evaluate_plan(model, no_host, uniform_plan(model, 2, 16, "gpipe", "offload", data=4))
+
+
+def test_placement_decides_which_collectives_cross_nodes():
+    model = model_config("gpt2", preset="medium")
+    cluster = dgx_a100(nodes=2)  # 16 devices, d = 2, p = 8, t = 1
+    common = {"data": 2, "pipeline": 8, "tensor": 1, "sequence_parallel": False, "micro_batch": 1}
+    tdp = plan_costs(model, cluster, **common, placement="tdp")  # data 1 apart, stages 2 apart: in a node
+    tpd = plan_costs(model, cluster, **common, placement="tpd")  # data 8 apart: across nodes
+    assert tpd.layer_sync_ns > tdp.layer_sync_ns
+    plan = dataclasses.replace(uniform_plan(model, 8, 16, "1f1b", data=2), placement="tpd")
+    assert plan_from_dict(plan.to_dict()) == plan
+    assert evaluate_plan(model, cluster, plan).time_s != evaluate_plan(
+        model, cluster, dataclasses.replace(plan, placement="tdp")).time_s
