@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CLASS", "OBJECTIVES", "PlanResult", "plan_pareto", "plan_search", "work_bound"]
 
+#: Seconds of the first pass's MILP per candidate (P4.S4).
+FIRST_PASS_S = 2.0
 #: What a plan may minimise (P4.P7).
 OBJECTIVES = ("time", "energy", "weighted")
 
@@ -122,6 +124,29 @@ def _even_bound(c: PlanCosts, candidate: dict[str, Any], layers: int, weights: t
     return weights[0] * seconds + weights[1] * joules, seconds
 
 
+def _estimate(c: PlanCosts, candidate: dict[str, Any], layers: int, weights: tuple[float, float],
+              cluster: ClusterSpec) -> float:
+    """A quick estimate of the candidate's best plan: even stages, one recomputation option
+    for every layer (the first that fits), ``(m + p - 1)`` times the slowest stage; only
+    an order for P4.S4 (``inf`` when no uniform option fits)."""
+    p, m = int(candidate["pipeline"]), int(candidate["micro_batches"])
+    per = -(-layers // p)
+    flying = m if candidate["schedule"] == "gpipe" else min(m, p)
+    ends_fb = max(c.first_forward_ns + c.first_backward_ns, c.last_forward_ns + c.last_backward_ns)
+    ends_bytes = max(c.first_param_bytes + flying * c.first_activation_bytes,
+                     c.last_param_bytes + flying * c.last_activation_bytes)
+    for lc in c.layer.values():
+        memory = per * (c.layer_param_bytes + flying * lc.activation_bytes) + lc.transient_bytes + ends_bytes
+        if memory <= c.capacity_bytes and flying * per * lc.host_bytes <= c.host_capacity_bytes:
+            stage = per * (lc.forward_ns + lc.backward_ns) + ends_fb
+            sync = per * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first_sync_ns + c.first_optimizer_ns
+            seconds = ((m + p - 1) * stage + sync) / 1e9
+            dev = cluster.device
+            devices = int(candidate["data"]) * int(candidate["tensor"]) * p
+            return weights[0] * seconds + weights[1] * devices * dev.busy_w * seconds
+    return float("inf")
+
+
 def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch: int, objective: str = "time",
                 alpha: float = 0.5, references: tuple[float, float] | None = None, time_cap: float | None = None,
                 time_limit: float | None = 60.0, micro_batches: tuple[int, ...] = (1, 2, 4, 8),
@@ -181,7 +206,9 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
             stats["infeasible"] += 1  # even its evenly spread work is slower than the cap
             continue
         scored.append((even, candidate, costs))
-    scored.sort(key=lambda item: item[0])
+    # P4.S4: the most promising candidates first (by a quick estimate of their plan), so
+    # that a good plan is found early and prunes the rest by their bounds.
+    scored.sort(key=lambda item: (_estimate(item[2], item[1], model.layers, weights, cluster), item[0]))
     stats["candidates"] = len(scored) + stats["infeasible"]
     if not scored:
         why = ("no candidate is fast enough for the cap" if stats["infeasible"] else
@@ -192,16 +219,35 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
     open_bounds: list[float] = []  # bounds of candidates that might still hold a better plan
     floor = work_bound(model, cluster, global_batch) if objective == "time" else 0.0
     cap_ns = None if time_cap is None else time_cap * 1e9
+    unproven: list[tuple[float, dict[str, Any], PlanCosts]] = []  # P4.S4's second pass
+
+    def consider(part_stages: tuple[int, ...], part_recompute: tuple[str, ...], candidate: dict[str, Any],
+                 costs: PlanCosts) -> None:
+        nonlocal best
+        plan = Plan(candidate["data"], candidate["pipeline"], candidate["tensor"], candidate["sequence_parallel"],
+                    candidate["micro_batch"], candidate["micro_batches"], candidate["schedule"], part_stages,
+                    part_recompute, candidate["zero"], candidate["placement"])
+        metrics = evaluate_plan(model, cluster, plan, costs=costs)
+        if not metrics.feasible:  # the MILP's memory rows are the evaluator's: a bug if this happens
+            raise RuntimeError(f"partition MILP returned an infeasible plan: {metrics.violations[0]}")
+        if time_cap is not None and metrics.time_s > time_cap:
+            return  # within the MILP's cap, but the pipeline runs slower: not a plan of the sweep
+        value = weights[0] * metrics.time_s + weights[1] * metrics.energy_j
+        if best is None or value < best[0]:
+            best = (value, plan, metrics)
+
     for position, (even, candidate, costs) in enumerate(scored):
         if best is not None and even >= best[0] * (1 - 1e-9):
-            stats["pruned"] += len(scored) - position  # sorted: every later candidate too
+            stats["pruned"] += 1
             open_bounds.append(even)
-            break
+            continue
         if deadline.passed():
             stats["unfinished"] += len(scored) - position
-            open_bounds.append(even)
+            open_bounds.append(min(e for e, _, _ in scored[position:]))
             break
-        share = deadline.solver_limit(1 / max(1, min(8, len(scored) - position)))
+        # First pass: a short MILP per candidate, so that one hard candidate cannot hold up
+        # the others; the unproven ones go to the second pass with what time is left.
+        share = deadline.solver_limit(1 / max(1, min(8, len(scored) - position)), at_most=FIRST_PASS_S)
         part = solve_partition(costs, cluster, layers=model.layers, pipeline=candidate["pipeline"],
                                micro_batches=candidate["micro_batches"], schedule=candidate["schedule"],
                                devices_per_stage=candidate["data"] * candidate["tensor"], weights=weights,
@@ -210,20 +256,34 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
         if part.status == "infeasible":
             stats["infeasible"] += 1
             continue
-        open_bounds.append(even if part.bound is None else max(even, part.bound))
-        if part.stages is None or part.recompute is None:
+        bound = even if part.bound is None else max(even, part.bound)
+        if part.status != "optimal":
+            unproven.append((bound, candidate, costs))
+        else:
+            open_bounds.append(bound)
+        if part.stages is not None and part.recompute is not None:
+            consider(part.stages, part.recompute, candidate, costs)
+    # Second pass (P4.S4): the unproven candidates whose bound is below the best plan,
+    # most promising first, each with a share of the time left.
+    unproven.sort(key=lambda item: item[0])
+    for position, (bound, candidate, costs) in enumerate(unproven):
+        if best is not None and bound >= best[0] * (1 - 1e-9):
+            open_bounds.extend(b for b, _, _ in unproven[position:])
+            break
+        if deadline.passed():
+            open_bounds.extend(b for b, _, _ in unproven[position:])
+            break
+        share = deadline.solver_limit(1 / max(1, len(unproven) - position))
+        part = solve_partition(costs, cluster, layers=model.layers, pipeline=candidate["pipeline"],
+                               micro_batches=candidate["micro_batches"], schedule=candidate["schedule"],
+                               devices_per_stage=candidate["data"] * candidate["tensor"], weights=weights,
+                               time_cap_ns=cap_ns, time_limit=share)
+        stats["second_pass"] = stats.get("second_pass", 0) + 1
+        if part.status == "infeasible":
             continue
-        plan = Plan(candidate["data"], candidate["pipeline"], candidate["tensor"], candidate["sequence_parallel"],
-                    candidate["micro_batch"], candidate["micro_batches"], candidate["schedule"], part.stages,
-                    part.recompute, candidate["zero"], candidate["placement"])
-        metrics = evaluate_plan(model, cluster, plan, costs=costs)
-        if not metrics.feasible:  # the MILP's memory rows are the evaluator's: a bug if this happens
-            raise RuntimeError(f"partition MILP returned an infeasible plan: {metrics.violations[0]}")
-        if time_cap is not None and metrics.time_s > time_cap:
-            continue  # within the MILP's cap, but the pipeline runs slower: not a plan of the sweep
-        value = weights[0] * metrics.time_s + weights[1] * metrics.energy_j
-        if best is None or value < best[0]:
-            best = (value, plan, metrics)
+        open_bounds.append(bound if part.bound is None else max(bound, part.bound))
+        if part.stages is not None and part.recompute is not None:
+            consider(part.stages, part.recompute, candidate, costs)
     seconds = round(time.perf_counter() - began, 3)
     stats["work_bound_s"] = work_bound(model, cluster, global_batch)
     if best is None:
