@@ -12,8 +12,9 @@ Three tables (``formulations/p4_problem.md``):
    reports it: 41.5, 51.4, 56.0, 56.3 %), and the 530B model on 2,240 A100s (d = 8):
    54.2 % with sequence parallelism and selective recomputation, 42.1 % with full
    recomputation (the paper's abstract);
-3. ``plan_search`` on GPT-2 medium and a 1B Llama-style model on 1-4 DGX-A100-like nodes:
-   the plan, its time, the bound over the class, the gap, and the search's seconds.
+3. ``plan_search`` on GPT-2 medium and a 1B Llama-style model on 1-4 DGX-A100-like nodes
+   (with ``--large`` also GPT-3 175B on 8 and 64 nodes): the plan, its time, the bound
+   over the class, the gap, and the search's seconds.
 
     python scripts/bench_plan.py --out bench_plan.json
 """
@@ -79,25 +80,28 @@ def mfu_rows() -> list[dict]:
     return rows
 
 
-def plan_rows(time_limit: float) -> list[dict]:
+def plan_rows(time_limit: float, large: bool) -> list[dict]:
     rows = []
-    for family, preset in (("gpt2", "medium"), ("llama", "1b")):
+    runs = [("gpt2", "medium", nodes, 512) for nodes in (1, 2, 4)] + [("llama", "1b", nodes, 512) for nodes in (1, 2, 4)]
+    if large:  # GPT-3 175B at Korthikanti et al.'s batch per 64 GPUs, and on 512 GPUs
+        runs += [("gpt3", "175b", 8, 64), ("gpt3", "175b", 64, 1536)]
+    for family, preset, nodes, batch in runs:
         model = model_config(family, preset=preset)
-        for nodes in (1, 2, 4):
-            began = time.perf_counter()
-            result = plan_search(model, dgx_a100(nodes=nodes), global_batch=512, time_limit=time_limit)
-            plan = result.plan
-            rows.append({"model": model.name, "nodes": nodes, "devices": 8 * nodes, "status": result.status,
-                         "time_per_iteration_s": result.value, "bound_s": result.bound, "gap": result.gap,
-                         "mfu": None if result.metrics is None else result.metrics.mfu,
-                         "plan": None if plan is None else plan.to_dict(), "seconds": time.perf_counter() - began,
-                         "stats": result.stats})
+        began = time.perf_counter()
+        result = plan_search(model, dgx_a100(nodes=nodes), global_batch=batch, time_limit=time_limit)
+        plan = result.plan
+        rows.append({"model": model.name, "nodes": nodes, "devices": 8 * nodes, "global_batch": batch,
+                     "status": result.status, "time_per_iteration_s": result.value, "bound_s": result.bound,
+                     "gap": result.gap, "mfu": None if result.metrics is None else result.metrics.mfu,
+                     "plan": None if plan is None else plan.to_dict(), "seconds": time.perf_counter() - began,
+                     "stats": result.stats})
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per plan search")
+    parser.add_argument("--large", action="store_true", help="also GPT-3 175B on 8 and 64 nodes")
     parser.add_argument("--out", default="bench_plan.json")
     args = parser.parse_args()
     console = Console(width=200)
@@ -121,14 +125,14 @@ def main() -> None:
     console.print(table)
     within = sum(abs(r["relative_error"]) <= 0.10 for r in mfu)
     console.print(f"within 10 % (relative) of the published MFU: {within} of {len(mfu)}", highlight=False)
-    plans = plan_rows(args.time_limit)
-    table = Table(title=f"plan_search, global batch 512, time objective, {args.time_limit:g} s limit (this machine)")
-    for col in ("model", "nodes", "status", "d x p x t", "b x m", "schedule", "ZeRO", "s/iter", "bound", "gap",
+    plans = plan_rows(args.time_limit, args.large)
+    table = Table(title=f"plan_search, time objective, {args.time_limit:g} s limit (this machine)")
+    for col in ("model", "nodes", "batch", "status", "d x p x t", "b x m", "schedule", "ZeRO", "s/iter", "bound", "gap",
                 "MFU", "search s"):
         table.add_column(col, justify="right")
     for r in plans:
         plan = r["plan"] or {}
-        table.add_row(r["model"], str(r["nodes"]), r["status"],
+        table.add_row(r["model"], str(r["nodes"]), str(r["global_batch"]), r["status"],
                       f"{plan.get('data')} x {plan.get('pipeline')} x {plan.get('tensor')}"
                       + (" +SP" if plan.get("sequence_parallel") else ""),
                       f"{plan.get('micro_batch')} x {plan.get('micro_batches')}", str(plan.get("schedule")),
