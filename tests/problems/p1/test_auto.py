@@ -83,6 +83,18 @@ def test_an_infeasible_budget_is_reported_with_the_members_explanation():
     assert "budget" in result.message
 
 
+def test_bd_b8_proves_infeasibility_before_any_model_and_names_the_least_budget():
+    """PF.S0: a first computation that cannot fit its mandatory values; the members agree."""
+    tight = make_instance(zoo.mlp(depth=4), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1", budget=0.8)
+    result = solve(tight, "auto", time_limit=30)
+    assert result.status is Status.INFEASIBLE and result.stats["infeasible_by"] == "BD.B8"
+    assert "minimum feasible budget is" in result.message
+    assert solve(tight, "milp", time_limit=30).status is Status.INFEASIBLE
+    need = int(result.message.rsplit("budget is ", 1)[1].split()[0])
+    fits = make_instance(zoo.mlp(depth=4), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1", budget=need)
+    assert solve(fits, "auto", time_limit=30).status is Status.OPTIMAL
+
+
 def test_a_short_limit_on_a_larger_dag_still_returns_a_verified_schedule_and_a_bound():
     # At 0.85 the feasible-first heuristics find a start (at 0.8 on this graph they do not,
     # and neither member finds a schedule in a few seconds: issue 12's open end).
