@@ -29,15 +29,14 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.errors import MonetError
+from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import verified
 from monet_ilp.heuristics.starts import Starts, feasible_first
-from monet_ilp.problems.p1.cpsat import min_budget, solve_cpsat
+from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import check_p1, p1_data
 from monet_ilp.problems.p1.lns import solve_lns
 from monet_ilp.problems.p1.milp import solve_milp
-from monet_ilp.problems.p1.milp.solve import MIN_BUDGET_SECONDS
+from monet_ilp.problems.p1.milp.solve import with_least_budget
 from monet_ilp.problems.p1.relax import HOLDS_FOR, P1Bound, all_schedules_bound, cut_bound
 from monet_ilp.results import BackendResult, Status
 
@@ -176,7 +175,7 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         if cut.infeasible:
             stats.update(infeasible_by="BD.B8", bound_all_holds_for=HOLDS_FOR)
             message = f"no P1 schedule exists (BD.B8, before any model): {cut.infeasible}"
-            return BackendResult(Status.INFEASIBLE, stats=stats, message=_least_budget(instance, message, deadline))
+            return BackendResult(Status.INFEASIBLE, stats=stats, message=with_least_budget(instance, message, deadline))
 
     # PF.S1: the incumbent every member starts from.
     began = time.perf_counter()
@@ -361,19 +360,6 @@ def _class_bound(chosen: list[Member], results: dict[str, BackendResult], all_va
         return all_value, stats["bound_all_holds_for"]
     text = classes[0] if len(by_class) == 1 else " and ".join(sorted(by_class))
     return least, text
-
-
-def _least_budget(instance: Instance, text: str, deadline: Deadline) -> str:
-    """``text`` with the least budget that fits, as the stage members' infeasibility says it."""
-    if deadline.passed():
-        return text + "; the minimum feasible budget was not searched (time limit)"
-    try:
-        need, proven = min_budget(instance, deadline=deadline.sub(at_most=MIN_BUDGET_SECONDS))
-    except (MonetError, OutOfTime):  # CP-SAT cannot handle the instance, or no time left
-        return text
-    if proven:
-        return text + f"; the minimum feasible budget is {need} bytes (CP-SAT)"
-    return text + f"; a budget of {need} bytes is feasible (CP-SAT, not proven minimal)"
 
 
 def _gap(objective: float, bound: float) -> float:

@@ -63,6 +63,7 @@ __all__ = [
     "run_solver",
     "solve_milp",
     "sparse_milp",
+    "with_least_budget",
 ]
 
 
@@ -287,6 +288,12 @@ def infeasible_message(instance: Instance, built: Built, *, lp: bool = False,
     if built.model.contradictions:
         text += "; " + built.model.contradictions[0]
     text += ")"
+    return with_least_budget(instance, text, deadline)
+
+
+def with_least_budget(instance: Instance, text: str, deadline: Deadline | None = None) -> str:
+    """``text`` with the least budget that fits, as CP-SAT finds it in the time left (at most
+    :data:`MIN_BUDGET_SECONDS`); with no time left, or when it fails, ``text`` as it is."""
     deadline = deadline or Deadline(None)
     if deadline.passed():
         return text + "; the minimum feasible budget was not searched (time limit)"
