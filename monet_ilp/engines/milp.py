@@ -10,6 +10,7 @@ own, P2 and P3 a PuLP model, :mod:`.pulp_models`) and hands the engines a
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +22,7 @@ from monet_ilp.errors import MonetError
 if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
 
-__all__ = ["INTEGER_GAP", "SOLVERS", "SolverRun", "SparseMilp", "check_solver", "finite_or_none",
+__all__ = ["INTEGER_GAP", "SOLVERS", "RowModel", "SolverRun", "SparseMilp", "check_solver", "finite_or_none",
            "safe_ceil", "trivial_run"]
 
 #: The MILP solvers every MILP backend offers (option ``milp_solver``).
@@ -188,6 +189,48 @@ class SolverRun:
     @property
     def has_solution(self) -> bool:
         return self.values is not None
+
+
+class RowModel:
+    """A MILP written column by column and row by row, then handed over as a :class:`SparseMilp`.
+
+    Columns are ``0 <= x <= upper``, integer or not, with a cost; a row is its
+    coefficients by column (terms of one column add up), a lower and an upper side.
+    """
+
+    def __init__(self) -> None:
+        self.cost: list[float] = []
+        self.upper: list[float] = []
+        self.integer: list[bool] = []
+        self.rows: list[tuple[dict[int, float], float, float]] = []
+
+    def col(self, cost: float = 0.0, *, integer: bool = True, upper: float = 1.0) -> int:
+        self.cost.append(float(cost))
+        self.upper.append(upper)
+        self.integer.append(integer)
+        return len(self.cost) - 1
+
+    def row(self, terms: Mapping[int, float] | Iterable[tuple[int, float]], lo: float, hi: float) -> None:
+        merged: dict[int, float] = {}
+        for j, a in (terms.items() if isinstance(terms, Mapping) else terms):
+            merged[j] = merged.get(j, 0.0) + a
+        self.rows.append((merged, lo, hi))
+
+    def milp(self, offset: float = 0.0) -> SparseMilp:
+        start: list[int] = [0]
+        index: list[int] = []
+        value: list[float] = []
+        lo: list[float] = []
+        hi: list[float] = []
+        for terms, row_lo, row_hi in self.rows:
+            index.extend(terms)
+            value.extend(terms.values())
+            start.append(len(index))
+            lo.append(row_lo)
+            hi.append(row_hi)
+        return SparseMilp.of(cost=self.cost, col_lb=[0.0] * len(self.cost), col_ub=self.upper, row_lb=lo,
+                             row_ub=hi, start=start, index=index, value=value, integer=self.integer,
+                             offset=offset)
 
 
 def trivial_run(milp: SparseMilp, deadline: Deadline) -> SolverRun | None:

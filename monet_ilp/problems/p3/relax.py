@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.engines.highs import run_highs
-from monet_ilp.engines.milp import SparseMilp, safe_ceil
+from monet_ilp.engines.milp import RowModel, safe_ceil
 from monet_ilp.heuristics.decisions import Decisions, plan_of
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
@@ -70,56 +70,16 @@ class EnergyRelaxation:
     detail: str
 
 
-class _Model:
-    """Columns and rows of BD.E0-BD.E8, built once from the P3 data."""
+class _Model(RowModel):
+    """Columns and rows of BD.E0-BD.E8, built once from the P3 data, and the columns a
+    solution is read from: ``z[v, m]``, ``pi[w, m]``, ``rho[f]``, ``o[x]``."""
 
     def __init__(self) -> None:
-        self.cost: list[float] = []
-        self.integer: list[bool] = []
-        self.upper: list[float] = []
-        self.rows: list[tuple[dict[int, float], float, float]] = []
-        #: The columns a solution is read from: z[v, m], pi[w, m], rho[f], o[x].
+        super().__init__()
         self.first: dict[tuple[int, str], int] = {}
         self.pin: dict[tuple[int, str], int] = {}
         self.again: dict[int, int] = {}
         self.offload: dict[int, int] = {}
-
-    def col(self, cost: float, *, integer: bool = True) -> int:
-        self.cost.append(float(cost))
-        self.integer.append(integer)
-        self.upper.append(1.0)
-        return len(self.cost) - 1
-
-    def row(self, terms: list[tuple[int, float]], lo: float, hi: float) -> None:
-        merged: dict[int, float] = {}
-        for j, a in terms:
-            merged[j] = merged.get(j, 0.0) + a
-        self.rows.append((merged, lo, hi))
-
-    def milp(self, offset: float) -> SparseMilp:
-        start: list[int] = [0]
-        index: list[int] = []
-        value: list[float] = []
-        lo: list[float] = []
-        hi: list[float] = []
-        for terms, row_lo, row_hi in self.rows:
-            index.extend(terms)
-            value.extend(terms.values())
-            start.append(len(index))
-            lo.append(row_lo)
-            hi.append(row_hi)
-        return SparseMilp.of(
-            cost=self.cost,
-            col_lb=[0.0] * len(self.cost),
-            col_ub=self.upper,
-            row_lb=lo,
-            row_ub=hi,
-            start=start,
-            index=index,
-            value=value,
-            integer=self.integer,
-            offset=offset,
-        )
 
 
 def energy_relaxation(

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.engines.highs import run_highs
-from monet_ilp.engines.milp import SparseMilp
+from monet_ilp.engines.milp import RowModel
 
 if TYPE_CHECKING:
     from monet_ilp.hardware.cluster import ClusterSpec
@@ -58,25 +58,13 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         weights = (1.0, 0.0) if objective == "time" else (0.0, 1.0)
     L, p, m = layers, pipeline, micro_batches
     options = list(costs.layer)  # none, selective, full, and offload where there is a host
-    cost: list[float] = []
-    upper: list[float] = []
-    integer: list[bool] = []
-    rows: list[tuple[dict[int, float], float, float]] = []
-
-    def col(c: float = 0.0, *, binary: bool = True, hi: float = 1.0) -> int:
-        # "binary" marks an integer column; its bounds are [0, hi]
-        cost.append(c)
-        upper.append(hi)
-        integer.append(binary)
-        return len(cost) - 1
-
-    def row(terms: dict[int, float], lo: float, hi: float) -> None:
-        rows.append((terms, lo, hi))
+    model = RowModel()
+    col, row, cost = model.col, model.row, model.cost
 
     # P4.P0 n[s, k]: how many layers stage s runs with recomputation k.  The layers are
     # identical, so a stage is a count of layers per option, and the stages, taken in
     # order, are contiguous blocks: no ordering constraint is needed.
-    w: dict[tuple[int, str], int] = {(s, k): col(binary=True, hi=float(L)) for s in range(p) for k in options}
+    w: dict[tuple[int, str], int] = {(s, k): col(upper=float(L)) for s in range(p) for k in options}
     row({j: 1.0 for j in w.values()}, float(L), float(L))  # P4.P1 every layer once
     for s in range(p):  # P4.P2 every stage runs at least one layer
         row({w[s, k]: 1.0 for k in options}, 1.0, math.inf)
@@ -103,7 +91,7 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         const = (first * (costs.first_param_bytes + in_flight[s] * costs.first_activation_bytes)
                  + last * (costs.last_param_bytes + in_flight[s] * costs.last_activation_bytes))
         if transient:  # P4.P3 what a full or offloaded layer holds again while its backward runs
-            most = col(binary=False, hi=math.inf)  # the largest such transient in stage s
+            most = col(integer=False, upper=math.inf)  # the largest such transient in stage s
             for k, size in transient.items():
                 flag = col()  # stage s has a layer with option k
                 row({flag: float(L), w[s, k]: -1.0}, 0.0, math.inf)
@@ -123,7 +111,7 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
                            + last * (costs.last_sync_ns + costs.last_optimizer_ns)) / MS)
     # P4.P5 the pipeline: stage s waits for every upstream stage once on the way in and
     # once on the way out, and runs m forwards and backwards in between.
-    z = col(binary=False, hi=math.inf)
+    z = col(integer=False, upper=math.inf)
     for s in range(p):
         terms = {z: 1.0}
         rhs = m * fixed_work[s]
@@ -153,7 +141,7 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
                 terms[j] = terms.get(j, 0.0) - v
             rhs += fixed_work[other]
         row(terms, rhs, math.inf)
-    q = col(binary=False, hi=math.inf)  # P4.P6 the slowest gradient synchronisation and optimizer step
+    q = col(integer=False, upper=math.inf)  # P4.P6 the slowest gradient synchronisation and optimizer step
     for s in range(p):
         terms = {q: 1.0}
         for j, v in sync[s].items():
@@ -179,21 +167,9 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
     # The objective is scaled so that its largest coefficient is 1 (HiGHS's tolerances are
     # absolute), and scaled back after.
     scale = max(abs(c) for c in cost) or 1.0
-    cost = [c / scale for c in cost]
+    cost[:] = [c / scale for c in cost]
     offset /= scale
-    start: list[int] = [0]
-    index: list[int] = []
-    value: list[float] = []
-    lo: list[float] = []
-    hi: list[float] = []
-    for terms, row_lo, row_hi in rows:
-        index.extend(terms)
-        value.extend(terms.values())
-        start.append(len(index))
-        lo.append(row_lo)
-        hi.append(row_hi)
-    milp = SparseMilp.of(cost=cost, col_lb=[0.0] * len(cost), col_ub=upper, row_lb=lo, row_ub=hi, start=start,
-                         index=index, value=value, integer=integer, offset=offset)
+    milp = model.milp(offset)
     run = run_highs(milp, deadline=Deadline(time_limit))
     if run.status == "infeasible":
         return Partition("infeasible", None, None, None, math.inf, run.seconds)
