@@ -21,7 +21,8 @@ if TYPE_CHECKING:
     from monet_ilp.hardware.cluster import ClusterSpec
     from monet_ilp.problems.p4.model import TransformerConfig
 
-__all__ = ["ADAM_BYTES_PER_PARAM", "LayerCost", "PlanCosts", "all_gather_s", "all_reduce_s", "plan_costs"]
+__all__ = ["ADAM_BYTES_PER_PARAM", "LayerCost", "PlanCosts", "StageEnd", "all_gather_s", "all_reduce_s",
+           "plan_costs"]
 
 #: Mixed-precision Adam (P4.C5): 16-bit weights (2) and gradients (2), and fp32 master
 #: weights, momentum and variance (12) per parameter.
@@ -61,6 +62,28 @@ class LayerCost:
 
 
 @dataclass(frozen=True)
+class StageEnd:
+    """What an end of the pipeline adds to its stage (P4.C6): the embedding on the first,
+    the head and the loss on the last; per device and micro-batch."""
+
+    param_bytes: int
+    forward_ns: int
+    backward_ns: int
+    activation_bytes: int
+    sync_ns: int
+    optimizer_ns: int
+
+    @property
+    def work_ns(self) -> int:
+        return self.forward_ns + self.backward_ns
+
+    @property
+    def step_ns(self) -> int:
+        """Its gradient synchronisation and optimizer step."""
+        return self.sync_ns + self.optimizer_ns
+
+
+@dataclass(frozen=True)
 class PlanCosts:
     """The costs of every part of a plan with fixed degrees (P4.C1-C8)."""
 
@@ -68,21 +91,15 @@ class PlanCosts:
     layer_param_bytes: int  # weights, gradients and optimizer state of one layer, per device
     layer_sync_ns: int  # its gradients' data-parallel synchronisation
     layer_optimizer_ns: int  # its optimizer step
-    first_param_bytes: int  # the embedding, on the first stage
-    first_forward_ns: int
-    first_backward_ns: int
-    first_activation_bytes: int
-    first_sync_ns: int
-    first_optimizer_ns: int
-    last_param_bytes: int  # the head (a copy of the embedding when p > 1) and the final norm
-    last_forward_ns: int
-    last_backward_ns: int
-    last_activation_bytes: int
-    last_sync_ns: int
-    last_optimizer_ns: int
+    first: StageEnd  # the embedding, on the first stage
+    last: StageEnd  # the head (a copy of the embedding when p > 1), the final norm and the loss
     p2p_ns: int  # one activation (or its gradient) between neighbouring stages
     capacity_bytes: int
     host_capacity_bytes: int
+
+    def ends(self, stage: int, stages: int) -> list[StageEnd]:
+        """The ends of the pipeline on ``stage`` of ``stages``: the first, the last, both, or none."""
+        return [end for end, here in ((self.first, stage == 0), (self.last, stage == stages - 1)) if here]
 
 
 def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pipeline: int, tensor: int,
@@ -182,18 +199,11 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
         layer_param_bytes=param_bytes(layer_params),
         layer_sync_ns=_ns(sync_s(layer_params)),
         layer_optimizer_ns=_ns(optimizer_s(layer_params)),
-        first_param_bytes=param_bytes(embed_params),
-        first_forward_ns=_ns(lookup),
-        first_backward_ns=_ns(2 * lookup),
-        first_activation_bytes=extra_first,
-        first_sync_ns=_ns(sync_s(embed_params)),
-        first_optimizer_ns=_ns(optimizer_s(embed_params)),
-        last_param_bytes=param_bytes(head_params),
-        last_forward_ns=_ns(logits / gemm + loss + all_reduce_s(t, 4 * s * b, tp_bw, tp_lat)),
-        last_backward_ns=_ns(2 * logits / gemm + loss),
-        last_activation_bytes=extra_last,
-        last_sync_ns=_ns(sync_s(head_params)),
-        last_optimizer_ns=_ns(optimizer_s(head_params)),
+        first=StageEnd(param_bytes(embed_params), _ns(lookup), _ns(2 * lookup), extra_first,
+                       _ns(sync_s(embed_params)), _ns(optimizer_s(embed_params))),
+        last=StageEnd(param_bytes(head_params), _ns(logits / gemm + loss + all_reduce_s(t, 4 * s * b, tp_bw, tp_lat)),
+                      _ns(2 * logits / gemm + loss), extra_last, _ns(sync_s(head_params)),
+                      _ns(optimizer_s(head_params))),
         p2p_ns=_ns(p2p_bytes / pp_bw + pp_lat) if p > 1 else 0,
         capacity_bytes=dev.memory_bytes,
         host_capacity_bytes=cluster.host_memory_bytes,

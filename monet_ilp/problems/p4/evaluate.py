@@ -120,7 +120,6 @@ def evaluate_plan(model: TransformerConfig, cluster: ClusterSpec, plan: Plan, *,
     forward, backward, sync, busy_compute, flops_stage = [], [], [], [], []
     stages = []
     for s, layers in enumerate(plan.stage_layers()):
-        first, last = s == 0, s == p - 1
         options = [plan.recompute[i] for i in layers]
         fwd = sum(c.layer[o].forward_ns for o in options)
         bwd = sum(c.layer[o].backward_ns for o in options)
@@ -129,18 +128,12 @@ def evaluate_plan(model: TransformerConfig, cluster: ClusterSpec, plan: Plan, *,
         params = c.layer_param_bytes * len(layers)
         acts = sum(c.layer[o].activation_bytes for o in options)
         stage_sync = c.layer_sync_ns * len(layers) + c.layer_optimizer_ns * len(layers)
-        if first:
-            fwd += c.first_forward_ns
-            bwd += c.first_backward_ns
-            params += c.first_param_bytes
-            acts += c.first_activation_bytes
-            stage_sync += c.first_sync_ns + c.first_optimizer_ns
-        if last:
-            fwd += c.last_forward_ns
-            bwd += c.last_backward_ns
-            params += c.last_param_bytes
-            acts += c.last_activation_bytes
-            stage_sync += c.last_sync_ns + c.last_optimizer_ns
+        for end in c.ends(s, p):
+            fwd += end.forward_ns
+            bwd += end.backward_ns
+            params += end.param_bytes
+            acts += end.activation_bytes
+            stage_sync += end.step_ns
         # P4.V2: 1F1B holds at most p - s micro-batches' activations on stage s, GPipe all m.
         in_flight = m if plan.schedule == "gpipe" else min(m, p - s)
         transient = max((c.layer[o].transient_bytes for o in options), default=0)

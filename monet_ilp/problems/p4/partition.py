@@ -77,7 +77,6 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
     sync: list[dict[int, float]] = []
     fixed_sync: list[float] = []
     for s in range(p):
-        first, last = s == 0, s == p - 1
         memory: dict[int, float] = {}
         stage_work: dict[int, float] = {}
         stage_sync: dict[int, float] = {}
@@ -88,8 +87,8 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
             stage_work[j] = (lc.forward_ns + lc.backward_ns) / MS
             stage_forward[j] = lc.forward_ns / MS
             stage_sync[j] = (costs.layer_sync_ns + costs.layer_optimizer_ns) / MS
-        const = (first * (costs.first_param_bytes + in_flight[s] * costs.first_activation_bytes)
-                 + last * (costs.last_param_bytes + in_flight[s] * costs.last_activation_bytes))
+        ends = costs.ends(s, p)
+        const = sum(end.param_bytes + in_flight[s] * end.activation_bytes for end in ends)
         if transient:  # P4.P3 what a full or offloaded layer holds again while its backward runs
             most = col(integer=False, upper=math.inf)  # the largest such transient in stage s
             for k, size in transient.items():
@@ -103,12 +102,10 @@ def solve_partition(costs: PlanCosts, cluster: ClusterSpec, *, layers: int, pipe
         row(memory, -math.inf, float(costs.capacity_bytes - const))  # P4.P3 memory per device
         work.append(stage_work)
         forward.append(stage_forward)
-        fixed_forward.append((first * costs.first_forward_ns + last * costs.last_forward_ns) / MS)
-        fixed_work.append((first * (costs.first_forward_ns + costs.first_backward_ns)
-                           + last * (costs.last_forward_ns + costs.last_backward_ns)) / MS)
+        fixed_forward.append(sum(end.forward_ns for end in ends) / MS)
+        fixed_work.append(sum(end.work_ns for end in ends) / MS)
         sync.append(stage_sync)
-        fixed_sync.append((first * (costs.first_sync_ns + costs.first_optimizer_ns)
-                           + last * (costs.last_sync_ns + costs.last_optimizer_ns)) / MS)
+        fixed_sync.append(sum(end.step_ns for end in ends) / MS)
     # P4.P5 the pipeline: stage s waits for every upstream stage once on the way in and
     # once on the way out, and runs m forwards and backwards in between.
     z = col(integer=False, upper=math.inf)

@@ -113,10 +113,8 @@ def _even_bound(c: PlanCosts, candidate: dict[str, Any], layers: int, weights: t
     """
     p, m = int(candidate["pipeline"]), int(candidate["micro_batches"])
     lc = c.layer["none"]
-    work = layers * (lc.forward_ns + lc.backward_ns) + c.first_forward_ns + c.first_backward_ns \
-        + c.last_forward_ns + c.last_backward_ns
-    sync = layers * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first_sync_ns + c.first_optimizer_ns \
-        + c.last_sync_ns + c.last_optimizer_ns
+    work = layers * (lc.forward_ns + lc.backward_ns) + c.first.work_ns + c.last.work_ns
+    sync = layers * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first.step_ns + c.last.step_ns
     seconds = float(m * work + sync) / p / 1e9
     dev = cluster.device
     group = int(candidate["data"]) * int(candidate["tensor"])
@@ -132,14 +130,13 @@ def _estimate(c: PlanCosts, candidate: dict[str, Any], layers: int, weights: tup
     p, m = int(candidate["pipeline"]), int(candidate["micro_batches"])
     per = -(-layers // p)
     flying = m if candidate["schedule"] == "gpipe" else min(m, p)
-    ends_fb = max(c.first_forward_ns + c.first_backward_ns, c.last_forward_ns + c.last_backward_ns)
-    ends_bytes = max(c.first_param_bytes + flying * c.first_activation_bytes,
-                     c.last_param_bytes + flying * c.last_activation_bytes)
+    ends_fb = max(c.first.work_ns, c.last.work_ns)
+    ends_bytes = max(end.param_bytes + flying * end.activation_bytes for end in (c.first, c.last))
     for lc in c.layer.values():
         memory = per * (c.layer_param_bytes + flying * lc.activation_bytes) + lc.transient_bytes + ends_bytes
         if memory <= c.capacity_bytes and flying * per * lc.host_bytes <= c.host_capacity_bytes:
             stage = per * (lc.forward_ns + lc.backward_ns) + ends_fb
-            sync = per * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first_sync_ns + c.first_optimizer_ns
+            sync = per * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first.step_ns
             seconds = ((m + p - 1) * stage + sync) / 1e9
             dev = cluster.device
             devices = int(candidate["data"]) * int(candidate["tensor"]) * p
