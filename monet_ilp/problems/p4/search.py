@@ -21,7 +21,7 @@ from monet_ilp.engines.deadline import Deadline
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p4.costs import PlanCosts, plan_costs
 from monet_ilp.problems.p4.evaluate import PlanMetrics, evaluate_plan
-from monet_ilp.problems.p4.partition import solve_partition
+from monet_ilp.problems.p4.partition import Partition, solve_partition
 from monet_ilp.problems.p4.plan import PLACEMENTS, SCHEDULES, Plan
 
 if TYPE_CHECKING:
@@ -218,6 +218,12 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
     cap_ns = None if time_cap is None else time_cap * 1e9
     unproven: list[tuple[float, dict[str, Any], PlanCosts]] = []  # P4.S4's second pass
 
+    def partition(candidate: dict[str, Any], costs: PlanCosts, limit: float | None) -> Partition:
+        return solve_partition(costs, cluster, layers=model.layers, pipeline=candidate["pipeline"],
+                               micro_batches=candidate["micro_batches"], schedule=candidate["schedule"],
+                               devices_per_stage=candidate["data"] * candidate["tensor"], weights=weights,
+                               time_cap_ns=cap_ns, time_limit=limit)
+
     def consider(part_stages: tuple[int, ...], part_recompute: tuple[str, ...], candidate: dict[str, Any],
                  costs: PlanCosts) -> None:
         nonlocal best
@@ -245,10 +251,7 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
         # First pass: a short MILP per candidate, so that one hard candidate cannot hold up
         # the others; the unproven ones go to the second pass with what time is left.
         share = deadline.solver_limit(1 / max(1, min(8, len(scored) - position)), at_most=FIRST_PASS_S)
-        part = solve_partition(costs, cluster, layers=model.layers, pipeline=candidate["pipeline"],
-                               micro_batches=candidate["micro_batches"], schedule=candidate["schedule"],
-                               devices_per_stage=candidate["data"] * candidate["tensor"], weights=weights,
-                               time_cap_ns=cap_ns, time_limit=share)
+        part = partition(candidate, costs, share)
         stats["solved"] += 1
         if part.status == "infeasible":
             stats["infeasible"] += 1
@@ -271,10 +274,7 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
             open_bounds.extend(b for b, _, _ in unproven[position:])
             break
         share = deadline.solver_limit(1 / max(1, len(unproven) - position))
-        part = solve_partition(costs, cluster, layers=model.layers, pipeline=candidate["pipeline"],
-                               micro_batches=candidate["micro_batches"], schedule=candidate["schedule"],
-                               devices_per_stage=candidate["data"] * candidate["tensor"], weights=weights,
-                               time_cap_ns=cap_ns, time_limit=share)
+        part = partition(candidate, costs, share)
         stats["second_pass"] = stats.get("second_pass", 0) + 1
         if part.status == "infeasible":
             continue
