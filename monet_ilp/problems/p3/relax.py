@@ -115,10 +115,14 @@ def energy_relaxation(
     ):
         return cached[1]
     result = _solve(instance, time_limit, integer)[0]
+    _remember(instance, integer, result)
+    return result
+
+
+def _remember(instance: Instance, integer: bool, result: EnergyRelaxation) -> None:
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[key] = (weakref.ref(instance.graph), result)
-    return result
+    _CACHE[_key(instance, integer)] = (weakref.ref(instance.graph), result)
 
 
 #: Recent results by instance (the relaxation ignores the objective and runtime limit, so
@@ -160,7 +164,8 @@ def relaxation_decisions(
     schedule, which the evaluator checks as any other.  ``None`` when the MILP found no
     solution in time.
     """
-    _, data, model, values = _solve(instance, time_limit, True)
+    result, data, model, values = _solve(instance, time_limit, True)
+    _remember(instance, True, result)  # the bound of this solve serves energy_relaxation too
     if values is None:
         return None
     plan = plan_of(instance)
