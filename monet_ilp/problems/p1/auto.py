@@ -10,10 +10,13 @@ It runs, within one time limit and one thread budget:
    large-neighbourhood search) on medium ones; ``lns`` alone on large ones, where the
    stage model does not fit in memory or time;
 3. beside them, the bound that holds for every P1 schedule
-   (:func:`monet_ilp.problems.p1.relax.all_schedules_bound`, PF.B2).
+   (:func:`monet_ilp.problems.p1.relax.all_schedules_bound`, PF.B2), whose relaxation's
+   solution is read as a plan and checked by the evaluator (PF.S4, BD.R7): at the
+   relaxation's proven optimum it is optimal over every P1 schedule.
 
-The first member that proves its answer cancels the others (their solvers stop at
-once, :meth:`~monet_ilp.engines.deadline.Deadline.cancel`).  The result is the best
+The first member that proves its answer, or the relaxation's schedule at its proven
+optimum, cancels the others (their solvers stop at once,
+:meth:`~monet_ilp.engines.deadline.Deadline.cancel`).  The result is the best
 schedule the evaluator accepts, with the best bound that holds for every class of
 schedules searched (PF.B1), and in ``stats`` the bound over every P1 schedule and the
 gap to it (PF.B2).
@@ -66,7 +69,11 @@ HEURISTICS_SHARE = 0.1
 #: small models within a second, and two model builds at once slow each other.
 CPSAT_STAGGER = 0.5
 #: Share of the time the all-schedules bound may take when it runs beside the members.
-BOUND_SHARE = 0.25
+BOUND_SHARE = 0.5
+#: Once the members are done, the bound runs on for at most this share of the time so
+#: far, and at least :data:`BOUND_GRACE_S` seconds, before it stops with what it has.
+BOUND_GRACE = 0.25
+BOUND_GRACE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -195,8 +202,8 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
                          members=None if members is None else tuple(members))
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
     # PF.B2 beside the members.
-    results, bound_all = _run_members(instance, chosen, incumbent, starts, deadline, log, stats,
-                                      bound_task=all_bound)
+    results, bound_all, relaxed = _run_members(instance, chosen, incumbent, starts, deadline, log, stats,
+                                               bound_task=all_bound)
 
     # The best schedule any member or heuristic has, checked by the evaluator (the
     # members' in the order of what they claim, until one passes).
@@ -212,6 +219,8 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         if metrics is not None and result.schedule is not None:
             candidates.append((int(metrics.objective_value), result.source or member, result.schedule))
             break
+    if relaxed is not None:
+        candidates.append((relaxed[0], "relaxation", relaxed[1]))
     all_value = max(every_op_once, bound_all.value if bound_all is not None else every_op_once)
     stats["bound_all"] = all_value
     stats["bound_all_holds_for"] = (bound_all.holds_for if bound_all is not None else
@@ -227,6 +236,10 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
                              message="no schedule found within the time limit")
 
     objective, source, schedule = min(candidates, key=lambda c: c[0])
+    relaxation_proof = bound_all is not None and bound_all.solver_optimum == objective
+    if relaxation_proof:
+        # PF.S4: the relaxation's optimum, as HiGHS proved it, meets a P1 schedule.
+        all_value = stats["bound_all"] = objective
     bound, bound_class = _class_bound(chosen, results, all_value, stats)
     if bound > objective:
         # PF.B1: a schedule outside the classes searched beats their bound; only the
@@ -251,7 +264,9 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     stats["gap_all"] = _gap(objective, all_value)
     proven = bound >= objective
     if proven:
-        how = f"{' and '.join(provers)} proved it" if provers else "the bound meets the schedule"
+        how = (f"{' and '.join(provers)} proved it" if provers else
+               "HiGHS proved the boundary relaxation's optimum, and it meets the schedule (BD.R7)"
+               if relaxation_proof else "the bound meets the schedule")
         message = f"optimal over {bound_class} ({how})"
     else:
         limited = [n for n, r in results.items() if r.status not in (Status.OPTIMAL, Status.INFEASIBLE)]
@@ -283,8 +298,13 @@ def _incumbent(instance: Instance, hint: Schedule | Sequence | None, starts: Sta
 def _run_members(instance: Instance, chosen: list[Member],
                  incumbent: tuple[str, Schedule | Sequence, int] | None, starts: Starts,
                  deadline: Deadline, log: bool, stats: dict[str, Any], *, bound_task: bool
-                 ) -> tuple[dict[str, BackendResult], P1Bound | None]:
-    """Run the members side by side; the first proof cancels the rest (PF.S3)."""
+                 ) -> tuple[dict[str, BackendResult], P1Bound | None, tuple[int, Sequence] | None]:
+    """Run the members side by side; the first proof cancels the rest (PF.S3).
+
+    Beside them, the all-schedules bound (PF.B2); the schedule read from its relaxation
+    (BD.R7), when the evaluator accepts it, comes back with its cost, and cancels the
+    members when it meets the relaxation's proven optimum (PF.S4).
+    """
     left = deadline.left()
     shared = Deadline(left)  # the members' own: cancelling it leaves the portfolio's alone
     hint = None if incumbent is None else incumbent[1]
@@ -312,12 +332,25 @@ def _run_members(instance: Instance, chosen: list[Member],
                 seconds=round(time.perf_counter() - began, 3), source=result.source or member.name)
         return result
 
+    relaxed: list[tuple[int, Sequence]] = []
+    bound_deadline = Deadline(shared.solver_limit(BOUND_SHARE))
+
     def run_bound() -> None:
         began = time.perf_counter()
-        limit = shared.solver_limit(BOUND_SHARE)
-        bound.append(all_schedules_bound(instance, time_limit=limit, workers=1))
-        stats["bound_all_s"] = round(time.perf_counter() - began, 3)
+        found = all_schedules_bound(instance, deadline=bound_deadline, workers=1)
+        bound.append(found)
+        metrics = verified(instance, found.schedule)
+        with lock:
+            stats["bound_all_s"] = round(time.perf_counter() - began, 3)
+            stats["relaxation_schedule"] = None if metrics is None else int(metrics.objective_value)
+            if metrics is None or found.schedule is None:
+                return
+            relaxed.append((int(metrics.objective_value), found.schedule))
+            if found.solver_optimum == int(metrics.objective_value) and not shared.cancelled:
+                stats["cancelled_by"] = "relaxation"
+                shared.cancel()
 
+    started = time.perf_counter()
     with ThreadPoolExecutor(max_workers=len(chosen) + 1, thread_name_prefix="auto") as pool:
         futures: dict[Future[BackendResult], Member] = {pool.submit(run, m): m for m in chosen}
         extra = pool.submit(run_bound) if bound_task else None
@@ -329,11 +362,18 @@ def _run_members(instance: Instance, chosen: list[Member],
                 result = future.result()
                 results[member.name] = result
                 if result.status in (Status.OPTIMAL, Status.INFEASIBLE) and pending:
-                    stats["cancelled_by"] = member.name
-                    shared.cancel()
+                    with lock:
+                        if not shared.cancelled:
+                            stats["cancelled_by"] = member.name
+                            shared.cancel()
         if extra is not None:
+            # A member's proof leaves the bound a grace (it gives gap_all), then stops it
+            # with what it has.
+            grace = max(BOUND_GRACE_S, BOUND_GRACE * (time.perf_counter() - started))
+            if wait([extra], timeout=grace).not_done:
+                bound_deadline.cancel()
             extra.result()
-    return results, (bound[0] if bound else None)
+    return results, (bound[0] if bound else None), (relaxed[0] if relaxed else None)
 
 
 def _class_bound(chosen: list[Member], results: dict[str, BackendResult], all_value: int,

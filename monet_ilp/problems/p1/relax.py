@@ -19,7 +19,9 @@ any order between them, the optimizer rule), so they bound P1's optimum itself
 
 :func:`all_schedules_bound` runs them within a time limit and returns the best as a
 :class:`P1Bound`; BD.B8 (some first computation cannot fit) proves the instance
-infeasible for every schedule.
+infeasible for every schedule.  The MILP's solution, read as a plan
+(:func:`relaxation_sequence`, BD.R7), is often a P1 schedule at the relaxation's own
+optimum: then that schedule is optimal over every P1 schedule.
 """
 
 from __future__ import annotations
@@ -34,7 +36,9 @@ from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import INTEGER_GAP, SparseMilp, safe_ceil
 from monet_ilp.errors import MonetError
+from monet_ilp.heuristics.liveness import place_releases
 from monet_ilp.problems.p1.data import p1_data
+from monet_ilp.schedule import Sequence
 
 if TYPE_CHECKING:
     from monet_ilp.instance import Instance
@@ -60,6 +64,7 @@ __all__ = [
     "last_reader",
     "model_columns",
     "reach_top",
+    "relaxation_sequence",
     "safe_ceil",
     "span_of",
 ]
@@ -133,6 +138,16 @@ class P1Bound:
         The class of schedules the bound holds for (:data:`HOLDS_FOR`).
     infeasible
         No P1 schedule of the instance exists (BD.B8, or the relaxation is infeasible).
+    schedule
+        The MILP's best solution read as a plan (BD.R7, :func:`relaxation_sequence`), or
+        ``None`` when the MILP did not run or found no solution.  Not checked here: the
+        evaluator decides whether it is a schedule.
+    solver_optimum
+        The MILP's optimum as HiGHS proved it (status optimal: its dual bound within
+        ``INTEGER_GAP`` of an integer solution), rounded up after ``1e-6`` only, the
+        tolerance the ``milp`` backend's own optimum has; ``None`` otherwise.  A schedule
+        the evaluator accepts at this cost is optimal over every P1 schedule (BD.R7).
+        :attr:`value` stays the more cautious ``safe_ceil`` of the same bound.
     """
 
     value: int
@@ -142,6 +157,8 @@ class P1Bound:
     stats: dict[str, Any] = field(default_factory=dict)
     holds_for: str = HOLDS_FOR
     infeasible: bool = False
+    schedule: Sequence | None = None
+    solver_optimum: int | None = None
 
 
 # ================================================================= ranges of the values
@@ -306,6 +323,8 @@ class Boundary:
     reach: str | int
     counts: dict[str, int]
     infeasible: str | None = None
+    #: ``(column, e, k)`` for every ``r[e,k]``: what :func:`relaxation_sequence` reads.
+    recomputes: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 class _Rows:
@@ -377,6 +396,7 @@ def boundary_relaxation(data: P1Data, *, reach: str | int = "full",
     lo = [_range_start(data, e) for e in range(data.n_values)]
     s_term: list[list[int]] = []  # s_term[e][k - lo[e]]: a column, _ONE
     r_col: list[list[int]] = []  # r_col[e][k - e - 1]: a column (nodes, e < k <= min(top, t_u))
+    recomputes: list[tuple[int, int, int]] = []
     for e in range(data.n_values):
         last = last_reader(data, e)
         users = set(data.users[e])
@@ -394,6 +414,7 @@ def boundary_relaxation(data: P1Data, *, reach: str | int = "full",
         rs: list[int] = []
         if e < n:
             for k in range(e + 1, min(top[e], t_u) + 1):
+                recomputes.append((len(cost), e, k))
                 rs.append(len(cost))
                 cost.append(float(data.cost[e]))
                 names.append(f"r_{e}_{k}")
@@ -480,7 +501,30 @@ def boundary_relaxation(data: P1Data, *, reach: str | int = "full",
     counts = {"columns": milp.num_cols, "rows": milp.num_rows, "nonzeros": milp.num_nonzeros,
               "s": milp.num_cols - sum(len(rs) for rs in r_col), "r": sum(len(rs) for rs in r_col),
               **rows.count}
-    return Boundary(milp, reach, counts, contradiction)
+    return Boundary(milp, reach, counts, contradiction, recomputes)
+
+
+def relaxation_sequence(instance: Instance, data: P1Data, model: Boundary,
+                        values: list[float]) -> Sequence:
+    """BD.R7: a solution of the boundary relaxation read as a plan.
+
+    Stage ``k`` computes the nodes ``e`` with ``r[e,k] = 1`` in node order, then node ``k``
+    for the first time; every copy is freed right after its last reader
+    (:func:`~monet_ilp.heuristics.liveness.place_releases`).  Every read follows a
+    computation of its producer (node order is topological), so the plan is a P1
+    sequence whose compute cycles are the solution's objective.  Its memory inside a
+    stage is what the relaxation does not see: the evaluator decides whether it fits.
+    """
+    stages: dict[int, list[int]] = {}
+    for column, e, k in model.recomputes:
+        if values[column] > 0.5:
+            stages.setdefault(k, []).append(e)
+    plan: list[str] = []
+    for k in range(data.n):
+        plan.extend(data.ops[e] for e in sorted(stages.get(k, ())))
+        plan.append(data.ops[k])
+    return Sequence(place_releases(instance.graph, plan),
+                    meta={"backend": "relaxation", "model": "p1_boundary_relaxation (BD.R7)"})
 
 
 # ================================================================= the public bound
@@ -537,12 +581,14 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
     stats: dict[str, Any] = {"n": data.n, "every_op_once": base}
     best = (base, "every-op-once", True)
     infeasible = False
+    schedule: Sequence | None = None
+    solver_optimum: int | None = None
 
     def result() -> P1Bound:
         value, how, proven = best
         stats["seconds"] = round(time.perf_counter() - began, 3)
         return P1Bound(value, how, proven, time.perf_counter() - began, stats, HOLDS_FOR,
-                       infeasible)
+                       infeasible, schedule, solver_optimum)
 
     if method == "every-op-once":
         return result()
@@ -622,6 +668,10 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
             proven = (run.status == "optimal" and run.objective is not None
                       and value >= round(run.objective))
             best = max(best, (value, "milp", proven), key=_rank)
+            if run.status == "optimal":
+                solver_optimum = max(base, math.ceil(run.bound - 1e-6))
+        if run.values is not None:  # BD.R7: the solution as a plan, for the evaluator
+            schedule = relaxation_sequence(instance, data, model, run.values)
     return result()
 
 

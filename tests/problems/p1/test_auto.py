@@ -23,6 +23,7 @@ from monet_ilp.problems.p1.auto import (
 )
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import p1_data
+from monet_ilp.problems.p1.relax import HOLDS_FOR
 from monet_ilp.schedule import Compute
 from monet_ilp.solve import Status, solve
 from tests.conftest import freed_tensor_by_tensor, verified
@@ -54,7 +55,8 @@ def test_a_random_dag_gets_the_members_optimum_and_the_first_proof_stops_the_oth
     assert auto.objective == milp.objective
     members = auto.stats["members"]
     assert set(members) == {"milp", "cpsat"}
-    assert auto.stats["cancelled_by"] in members  # the other one was stopped, not awaited
+    # the others were stopped, not awaited (the relaxation's schedule may prove first, PF.S4)
+    assert auto.stats["cancelled_by"] in {*members, "relaxation"}
     assert auto.stats["bound_all"] <= auto.objective  # every-schedule bound (bounds.md)
 
 
@@ -151,7 +153,7 @@ def test_a_hint_below_the_node_level_bound_claims_only_every_op_once():
 def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(p1_small):
     """milp beside lns (the medium-size pair): milp's proof stands, over the stage form;
     the union's weaker bound (lns proves nothing) is kept aside (PF.B1)."""
-    result = solve_auto(p1_small, time_limit=60, members=("milp", "lns"))
+    result = solve_auto(p1_small, time_limit=60, members=("milp", "lns"), all_bound=False)
     verified(p1_small, result)
     milp = solve(p1_small, "milp", time_limit=60)
     assert milp.status is Status.OPTIMAL
@@ -166,9 +168,24 @@ def test_cpsat_starts_late_beside_milp_and_not_at_all_after_a_quick_proof():
     CPSAT_STAGGER, so cpsat never builds its model and auto costs about what milp does."""
     inst = make_instance(zoo.build("mlp"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
                          budget=0.9)
-    result = solve_auto(inst, time_limit=60, members=("milp", "cpsat"))
+    result = solve_auto(inst, time_limit=60, members=("milp", "cpsat"), all_bound=False)
     verified(inst, result)
     members = result.stats["members"]
     assert result.status is Status.OPTIMAL and members["milp"]["status"] == str(Status.OPTIMAL)
     if members["milp"]["seconds"] < CPSAT_STAGGER / 2:
         assert members["cpsat"]["status"] == "not started"
+
+
+def test_the_relaxations_schedule_proves_the_optimum_over_every_p1_schedule():
+    """PF.S4 / BD.R7: on vgg16 at 0.8 the boundary relaxation's MILP solution, read as a
+    plan, is a schedule at the relaxation's proven optimum.  auto returns it as optimal over
+    every P1 schedule, and the milp backend's optimum over the stage form is the same."""
+    inst = make_instance(zoo.build("vgg16"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
+                         budget=0.8)
+    result = solve(inst, "auto", time_limit=60, workers=2)
+    verified(inst, result)
+    assert result.status is Status.OPTIMAL and result.stats["relaxation_schedule"] == result.objective
+    assert result.stats["bound_class"] == HOLDS_FOR and result.stats["gap_all"] == 0
+    assert result.stats["heuristics"]["repair"] > result.objective  # not the incumbent's
+    milp = solve(inst, "milp", time_limit=60)
+    assert milp.status is Status.OPTIMAL and milp.objective == result.objective
