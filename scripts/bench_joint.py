@@ -43,15 +43,24 @@ HARDWARE = {
 }
 
 
+#: The backends each row runs (``--backends``): auto (CP-SAT, then the LNS on larger graphs).
+BACKENDS = ["auto"]
+
+
 def run(part, label, graph, hw_name, objective, time_limit, workers, rows, console, **make):
+    for backend in BACKENDS:
+        run_one(part, label, graph, hw_name, objective, time_limit, workers, rows, console, backend, **make)
+
+
+def run_one(part, label, graph, hw_name, objective, time_limit, workers, rows, console, backend, **make):
     inst = make_instance(graph, HARDWARE[hw_name](), problem="P3", objective=objective, **make)
     base = evaluate(inst, store_all_schedule(inst, allocate="layer"))
     start = time.perf_counter()
-    result = solve(inst, "cpsat", time_limit=time_limit, workers=workers)
+    result = solve(inst, backend, time_limit=time_limit, workers=workers)
     seconds = time.perf_counter() - start
     m = result.metrics
     row = {
-        "part": part, "instance": label, "hardware": hw_name, "cores": len(inst.cores), "ops": len(graph.ops),
+        "part": part, "backend": backend, "instance": label, "hardware": hw_name, "cores": len(inst.cores), "ops": len(graph.ops),
         "objective_kind": objective, "sram_budget": make.get("sram_budget"),
         "status": str(result.status), "objective": result.objective, "bound": result.bound, "gap": result.gap,
         "seconds": round(seconds, 2), "verified": None if m is None else m.feasible,
@@ -69,7 +78,7 @@ def run(part, label, graph, hw_name, objective, time_limit, workers, rows, conso
         row["latency_gain"] = 1 - m.latency_cycles / base.latency_cycles
         row["energy_gain"] = 1 - m.energy.total_pj / base.energy.total_pj
     rows.append(row)
-    console.print(f"[{part}] {label} on {hw_name} ({objective}): {row['status']} obj={row['objective']} "
+    console.print(f"[{part}] {backend} {label} on {hw_name} ({objective}): {row['status']} obj={row['objective']} "
                   f"bound={row['bound']} {row['seconds']} s", highlight=False)
     return row
 
@@ -80,9 +89,10 @@ def pct(x):
 
 def table(console, rows, part, title):
     t = Table(title=title)
-    for col in ("instance", "hw", "ops", "objective", "status", "value", "bound", "gap", "s",
+    for col in ("backend", "instance", "hw", "ops", "objective", "status", "value", "bound", "gap", "s",
                 "latency gain", "energy gain", "baseline", "remat/xfer/pins"):
-        t.add_column(col, justify="left" if col in ("instance", "hw", "objective", "status", "baseline") else "right")
+        t.add_column(col, justify="left" if col in ("backend", "instance", "hw", "objective", "status", "baseline")
+                     else "right")
     for r in rows:
         if r["part"] != part:
             continue
@@ -90,7 +100,7 @@ def table(console, rows, part, title):
         bound = "-" if r["bound"] is None else f"{r['bound']:,}"
         base = "fits" if r["baseline_feasible"] else "over SRAM (" + ", ".join(
             f"{k} x{v}" for k, v in r["baseline_violations"].items()) + ")"
-        t.add_row(r["instance"], r["hardware"], str(r["ops"]), r["objective_kind"], r["status"], value, bound,
+        t.add_row(r["backend"], r["instance"], r["hardware"], str(r["ops"]), r["objective_kind"], r["status"], value, bound,
                   pct(r["gap"]), f"{r['seconds']:.1f}", pct(r.get("latency_gain")), pct(r.get("energy_gain")), base,
                   f"{r['recomputations']}/{r['transfers']}/{r['pins']}")
     console.print(t)
@@ -105,8 +115,10 @@ def main() -> None:
     parser.add_argument("--depths", type=int, nargs="*", default=[4, 8, 16, 32])
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="Targets only, 20 s limits.")
+    parser.add_argument("--backends", nargs="*", default=["auto"], help="P3 backends to run on every row")
     parser.add_argument("--out", default="bench_joint.json")
     args = parser.parse_args()
+    BACKENDS[:] = args.backends
     if args.quick:
         args.parts, args.time_limit = ["targets"], 20.0
     console = Console(width=170)
@@ -150,8 +162,8 @@ def main() -> None:
                 run("scaling", f"mlp_depth{depth}", graph, hw, "latency", args.time_limit, args.workers, rows,
                     console)
                 save()
-    table(console, rows, "targets", f"P3 targets (cpsat, {args.workers} workers, {args.time_limit:g} s)")
-    table(console, rows, "ga_targets", f"GA-at-scale targets (cpsat, {args.workers} workers; mlp depth 4: "
+    table(console, rows, "targets", f"P3 targets ({', '.join(args.backends)}, {args.workers} workers, {args.time_limit:g} s)")
+    table(console, rows, "ga_targets", f"GA-at-scale targets ({', '.join(args.backends)}, {args.workers} workers; mlp depth 4: "
                                        f"{args.time_limit:g} s, the others {args.resnet_time_limit:g} s)")
     table(console, rows, "resnet", f"ResNet-18 CIFAR b1 on edge_tpu 2x2, SRAM below store-all ({args.resnet_time_limit:g} s)")
     table(console, rows, "scaling", f"Scaling: mlp depth x cores, latency ({args.time_limit:g} s)")

@@ -132,14 +132,15 @@ BACKENDS: tuple[BackendSpec, ...] = (
     BackendSpec("lns", Problem.P3, "monet_ilp.problems.p3.lns:solve_p3_lns", _P3_OBJECTIVES,
                 _P3_LNS_OPTIONS, "proves only the combinatorial bound (every schedule); searches "
                 + _K3, "formulations/p3_cpsat.md"),
-    # auto: the P1 portfolio; on P2 and P3 the CP-SAT model (their portfolio is to come).
+    # auto: the P1 portfolio; on P2 the CP-SAT model; on P3 CP-SAT, then the LNS on larger graphs.
     BackendSpec("auto", Problem.P1, "monet_ilp.problems.p1.auto:solve_auto", _P1_OBJECTIVES,
                 _P1_AUTO_OPTIONS, "the union of its members' classes (stats['bound_class']); "
                 "stats['bound_all'] holds for every P1 schedule", "formulations/p1_portfolio.md"),
     BackendSpec("auto", Problem.P2, "monet_ilp.problems.p2.cpsat:solve_p2_cpsat", _P2_OBJECTIVES,
                 _P2_CPSAT_OPTIONS, "as cpsat on P2", "formulations/p2_cpsat.md"),
-    BackendSpec("auto", Problem.P3, "monet_ilp.problems.p3.cpsat:solve_p3_cpsat", _P3_OBJECTIVES,
-                _P3_CPSAT_OPTIONS, "as cpsat on P3: " + _K3, "formulations/p3_cpsat.md"),
+    BackendSpec("auto", Problem.P3, "monet_ilp.problems.p3.auto:solve_p3_auto", _P3_OBJECTIVES,
+                _P3_CPSAT_OPTIONS, "as cpsat on P3 (then lns from its schedule on larger graphs): " + _K3,
+                "formulations/p3_cpsat.md"),
 )
 
 _REGISTRY: dict[tuple[str, Problem], BackendSpec] = {(s.name, s.problem): s for s in BACKENDS}

@@ -13,6 +13,7 @@ from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance
+from monet_ilp.problems.p3.auto import LNS_MIN_OPS
 from monet_ilp.problems.p3.bounds import combinatorial_bound
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.solve import Status, solve
@@ -61,3 +62,32 @@ def test_bad_options_and_infeasible_starts():
     assert not evaluate(tight, over).feasible
     result = solve(tight, "lns", time_limit=10, hint=over)
     assert result.status is Status.UNKNOWN and "feasible schedule" in result.message
+
+
+def test_auto_on_a_larger_graph_runs_cpsat_then_the_lns_from_its_schedule():
+    """P3A.2-A3 (p3_cpsat.md): above LNS_MIN_OPS ops CP-SAT gets half the time, then the
+    LNS starts from its schedule; the result is verified, never worse than CP-SAT's, and
+    keeps CP-SAT's bound over the class (the LNS searches the same model)."""
+    inst = make_instance(zoo.mlp(depth=8), preset("hetero_quad"), problem="P3", objective="energy")
+    assert len(inst.graph.ops) > LNS_MIN_OPS
+    result = solve(inst, "auto", time_limit=12, workers=2)
+    assert verified(inst, result) is not None
+    members = result.stats["members"]
+    if result.status is Status.OPTIMAL and "lns" not in members:
+        return  # CP-SAT proved it in its half: nothing for the LNS to do
+    cpsat = members["cpsat"]
+    assert set(members) == {"cpsat", "lns"} and cpsat["seconds"] < 8
+    assert result.objective <= cpsat["objective"]
+    assert cpsat["bound"] <= result.bound <= result.objective
+    assert result.source == ("lns" if result.objective < cpsat["objective"] else cpsat["source"])
+
+
+def test_auto_on_a_small_graph_or_a_narrowed_class_is_cpsat_alone():
+    """P3A.1: mlp depth 4 (27 ops) has the whole time; so has a class the LNS does not take."""
+    inst = mlp4()
+    assert len(inst.graph.ops) <= LNS_MIN_OPS
+    small = solve(inst, "auto", time_limit=3, workers=2)
+    assert verified(inst, small) is not None and set(small.stats["members"]) == {"cpsat"}
+    larger = make_instance(zoo.mlp(depth=8), preset("hetero_quad"), problem="P3", objective="energy")
+    narrowed = solve(larger, "auto", time_limit=3, workers=2, allow_pin=False)
+    assert verified(larger, narrowed) is not None and set(narrowed.stats["members"]) == {"cpsat"}

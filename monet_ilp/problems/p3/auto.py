@@ -1,0 +1,102 @@
+"""``auto`` on P3: the CP-SAT model, then large-neighbourhood search from its best schedule.
+
+``formulations/p3_cpsat.md``, "auto" (P3A.1-P3A.3).  On a small graph the whole model
+gets the whole time: it proves optima there.  Above :data:`LNS_MIN_OPS` ops, under a
+time limit, CP-SAT on the whole model gets :data:`CPSAT_SHARE` of the time; when it
+proves nothing in that time, the LNS (:func:`~monet_ilp.problems.p3.lns.solve_p3_lns`)
+starts from its best schedule and spends the rest.  The LNS searches the same model
+(class P3.K3, only domains are narrowed), so CP-SAT's bound over that class still holds
+for what the LNS returns.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.evaluate import verified
+from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
+from monet_ilp.problems.p3.lns import solve_p3_lns
+from monet_ilp.results import BackendResult, Status
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule, Sequence
+
+__all__ = ["CPSAT_SHARE", "LNS_MIN_OPS", "solve_p3_auto"]
+
+#: Up to this many ops the whole model gets the whole time (P3A.1).
+LNS_MIN_OPS = 40
+#: Above it, the share of the time the whole model gets before the LNS takes over (P3A.2).
+CPSAT_SHARE = 0.5
+#: Options that keep the LNS's class the one CP-SAT searched (the others narrow CP-SAT's
+#: class, which the LNS does not take: with them, CP-SAT runs alone).
+_SAME_CLASS = frozenset({"max_computes", "max_transfers", "use_baseline_hint", "params"})
+
+
+def solve_p3_auto(
+    instance: Instance,
+    *,
+    time_limit: float | None = None,
+    workers: int | None = None,
+    hint: Schedule | Sequence | None = None,
+    seed: int = 0,
+    log: bool = False,
+    **options: Any,
+) -> BackendResult:
+    """CP-SAT on the whole P3 model, then the LNS from its best schedule (module docstring).
+
+    Parameters
+    ----------
+    instance
+        A P3 instance (latency, energy or weighted).
+    time_limit
+        Seconds for both phases (``None``: CP-SAT alone, until proven).
+    workers, hint, seed, log
+        As for the ``cpsat`` backend; the LNS takes the same workers and seed.
+    options
+        The ``cpsat`` backend's options.  ``max_computes`` and ``max_transfers`` reach
+        the LNS too; a restriction of the class (``colocate``, ``allow_*``) makes CP-SAT
+        run alone.
+
+    Returns
+    -------
+    BackendResult
+        CP-SAT's result when it proves its answer, runs alone, or has no schedule;
+        otherwise the LNS's schedule (never worse than CP-SAT's, its start) with the
+        better of CP-SAT's bound and the LNS's combinatorial one.  ``stats["members"]``
+        gives each phase's status, objective, bound and seconds.
+    """
+    deadline = Deadline(time_limit)
+    lns_too = (deadline.limited and len(instance.graph.ops) > LNS_MIN_OPS
+               and set(options) <= _SAME_CLASS)
+    left = deadline.left()
+    first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
+                           workers=workers, hint=hint, seed=seed, log=log, **options)
+    members: dict[str, Any] = {"cpsat": _summary(first, deadline)}
+    first.stats["members"] = members
+    if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
+            or first.schedule is None or deadline.passed(margin=1.0)):
+        return first
+    same = {k: v for k, v in options.items() if k in ("max_computes", "max_transfers")}
+    second = solve_p3_lns(instance, time_limit=deadline.left(), workers=workers, hint=first.schedule,
+                          seed=seed, log=log, **same)
+    members["lns"] = _summary(second, deadline)
+    bound = max((b for b in (first.bound, second.bound) if b is not None), default=None)
+    stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),
+             "lns_improving_steps": second.stats.get("improving_steps")}
+    metrics = verified(instance, second.schedule) if second.objective is not None else None
+    if metrics is None or first.objective is None or metrics.objective_value >= first.objective:
+        return BackendResult(first.status, first.schedule, first.objective, bound,
+                             f"{first.message}; the LNS found nothing better", stats, source=first.source)
+    objective = metrics.objective_value
+    proven = bound is not None and objective <= bound
+    message = (f"CP-SAT {first.objective} in {members['cpsat']['seconds']} s, then the LNS {objective} "
+               f"({second.stats.get('improving_steps')} improving steps of {second.stats.get('steps')})")
+    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, second.schedule, objective,
+                         objective if proven else bound, message, stats, source="lns")
+
+
+def _summary(result: BackendResult, deadline: Deadline) -> dict[str, Any]:
+    return {"status": str(result.status), "objective": result.objective, "bound": result.bound,
+            "seconds": round(deadline.elapsed(), 3), "source": result.source}
