@@ -11,6 +11,7 @@ for what the LNS returns.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
@@ -74,7 +75,7 @@ def solve_p3_auto(
     first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
                            workers=workers, hint=hint, seed=seed, log=log, **options)
     members: dict[str, Any] = {"cpsat": _summary(first, deadline)}
-    first.stats["members"] = members
+    first = replace(first, stats={**first.stats, "members": dict(members)})
     if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
             or first.schedule is None or deadline.passed(margin=1.0)):
         return first
