@@ -318,7 +318,7 @@ def _run_members(instance: Instance, chosen: list[Member],
         if member.name == "cpsat" and staggered and shared.wait(CPSAT_STAGGER):
             with lock:
                 stats["members"][member.name].update(status="not started", seconds=0.0)
-            return BackendResult(Status.UNKNOWN, message="not started: another member proved its answer "
+            return BackendResult(Status.UNKNOWN, message="not started: the portfolio had its answer "
                                                          f"within the {CPSAT_STAGGER} s stagger (PF.S3)")
         began = time.perf_counter()
         # milp and lns would make the feasible-first starts again: they get PF.S1's.
