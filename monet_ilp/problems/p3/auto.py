@@ -32,7 +32,7 @@ LNS_MIN_OPS = 40
 CPSAT_SHARE = 0.5
 #: Options that keep the LNS's class the one CP-SAT searched (the others narrow CP-SAT's
 #: class, which the LNS does not take: with them, CP-SAT runs alone).
-_SAME_CLASS = frozenset({"max_computes", "max_transfers", "use_baseline_hint", "params"})
+_SAME_CLASS = frozenset({"max_computes", "max_transfers", "use_baseline_hint", "params", "seed", "log"})
 
 
 def solve_p3_auto(
@@ -41,8 +41,6 @@ def solve_p3_auto(
     time_limit: float | None = None,
     workers: int | None = None,
     hint: Schedule | Sequence | None = None,
-    seed: int = 0,
-    log: bool = False,
     **options: Any,
 ) -> BackendResult:
     """CP-SAT on the whole P3 model, then the LNS from its best schedule (module docstring).
@@ -53,12 +51,12 @@ def solve_p3_auto(
         A P3 instance (latency, energy or weighted).
     time_limit
         Seconds for both phases (``None``: CP-SAT alone, until proven).
-    workers, hint, seed, log
-        As for the ``cpsat`` backend; the LNS takes the same workers and seed.
+    workers, hint
+        As for the ``cpsat`` backend; the LNS takes the same workers.
     options
-        The ``cpsat`` backend's options.  ``max_computes`` and ``max_transfers`` reach
-        the LNS too; a restriction of the class (``colocate``, ``allow_*``) makes CP-SAT
-        run alone.
+        The ``cpsat`` backend's options.  ``max_computes``, ``max_transfers``, ``seed``
+        and ``log`` reach the LNS too; a restriction of the class (``colocate``,
+        ``allow_*``) makes CP-SAT run alone.
 
     Returns
     -------
@@ -73,15 +71,14 @@ def solve_p3_auto(
                and set(options) <= _SAME_CLASS)
     left = deadline.left()
     first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
-                           workers=workers, hint=hint, seed=seed, log=log, **options)
+                           workers=workers, hint=hint, **options)
     members: dict[str, Any] = {"cpsat": _summary(first, deadline)}
     first = replace(first, stats={**first.stats, "members": dict(members)})
     if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
             or first.schedule is None or deadline.passed(margin=1.0)):
         return first
-    same = {k: v for k, v in options.items() if k in ("max_computes", "max_transfers")}
-    second = solve_p3_lns(instance, time_limit=deadline.left(), workers=workers, hint=first.schedule,
-                          seed=seed, log=log, **same)
+    same = {k: v for k, v in options.items() if k in ("max_computes", "max_transfers", "seed", "log")}
+    second = solve_p3_lns(instance, time_limit=deadline.left(), workers=workers, hint=first.schedule, **same)
     members["lns"] = _summary(second, deadline)
     bound = max((b for b in (first.bound, second.bound) if b is not None), default=None)
     stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),
