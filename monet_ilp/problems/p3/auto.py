@@ -72,14 +72,14 @@ def solve_p3_auto(
     left = deadline.left()
     first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
                            workers=workers, hint=hint, **options)
-    members: dict[str, Any] = {"cpsat": _summary(first, deadline)}
-    first = replace(first, stats={**first.stats, "members": dict(members)})
+    members: dict[str, Any] = {"cpsat": _summary(first, deadline, "cpsat")}
+    first = replace(first, stats={**first.stats, "members": dict(members)}, source=first.source or "cpsat")
     if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
             or first.schedule is None or deadline.passed(margin=1.0)):
         return first
     same = {k: v for k, v in options.items() if k in ("max_computes", "max_transfers", "seed", "log")}
     second = solve_p3_lns(instance, time_limit=deadline.left(), workers=workers, hint=first.schedule, **same)
-    members["lns"] = _summary(second, deadline)
+    members["lns"] = _summary(second, deadline, "lns")
     bound = max((b for b in (first.bound, second.bound) if b is not None), default=None)
     stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),
              "lns_improving_steps": second.stats.get("improving_steps")}
@@ -95,6 +95,6 @@ def solve_p3_auto(
                          objective if proven else bound, message, stats, source="lns")
 
 
-def _summary(result: BackendResult, deadline: Deadline) -> dict[str, Any]:
+def _summary(result: BackendResult, deadline: Deadline, name: str) -> dict[str, Any]:
     return {"status": str(result.status), "objective": result.objective, "bound": result.bound,
-            "seconds": round(deadline.elapsed(), 3), "source": result.source}
+            "seconds": round(deadline.elapsed(), 3), "source": result.source or name}

@@ -36,6 +36,12 @@ from monet_ilp.problems.p3.data import (
     weighted_coefficients,
     weighted_scale,
 )
+from monet_ilp.problems.p3.milp.symmetry import (
+    Symmetry,
+    canonical,
+    core_automorphisms,
+    first_core_excluded,
+)
 from monet_ilp.results import BackendResult, Status, hint_or_unknown
 from monet_ilp.schedule import Schedule, Sequence
 
@@ -151,6 +157,7 @@ class P3CpModel:
         self.pin_intervals: list[tuple[int, str, cp_model.IntervalVar]] = []
         self.static: cp_model.IntVar | None = None
         self.energy: Expr | None = None
+        self.symmetries: list[Symmetry] = []
         steps = [("run variables (V1)", self._run_variables),
                  ("pin variables (V4)", self._pin_variables),
                  ("copy variables (V2, V3)", self._copy_variables),
@@ -162,6 +169,7 @@ class P3CpModel:
                  ("makespan rows (C12, C13)", self._makespan_constraints)]
         if data.colocate == "layer":
             steps.append(("colocation rows (C14)", self._colocate))
+        steps.append(("symmetry rows (C17)", self._symmetry_constraints))
         steps.append(("objective (O1-O3)", self._objective))
         for phase, step in steps:
             self._phase = phase
@@ -476,6 +484,16 @@ class P3CpModel:
                     else:
                         m.add(pinned + need * on <= data.capacity[mem])
 
+    def _symmetry_constraints(self) -> None:
+        """P3C.C17: interchangeable cores (P3M.M15 of ``p3_milp.md``): the first op's first
+        run goes to the first core of its orbit.  Hints are mapped there (:meth:`add_hint`)."""
+        self.symmetries = core_automorphisms(self.data)
+        first = self.runs[0][0]
+        for c in first_core_excluded(self.data, self.symmetries):
+            lit = first.on_core.get(c)
+            if lit is not None and not isinstance(lit, int):
+                self.model.add(lit == 0)
+
     def _makespan_constraints(self) -> None:
         """P3C.C12 the makespan covers every run and transfer (with redundant load bounds); P3C.C13 the runtime limit."""
         m, data = self.model, self.data
@@ -558,6 +576,7 @@ class P3CpModel:
         Returns the number of hinted variables.
         """
         m, data = self.model, self.data
+        schedule = canonical(data, self.symmetries, schedule)  # C17: the same cost
         index = {op.id: op.index for op in data.ops}
         pinned_mems = {(t, mem) for t, mem in schedule.pinned}
         hint = Hints(m)

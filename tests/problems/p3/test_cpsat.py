@@ -15,8 +15,9 @@ from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.make import make_instance
-from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
+from monet_ilp.problems.p3.cpsat import P3CpModel, solve_p3_cpsat
 from monet_ilp.problems.p3.data import p3_data
+from monet_ilp.problems.p3.milp.symmetry import core_automorphisms, first_core_excluded
 from monet_ilp.schedule import load_schedule
 from monet_ilp.solve import Status, solve
 from tests.conftest import verified
@@ -173,3 +174,25 @@ def test_pareto_needs_an_energy_trade_off():
     graph = zoo.mlp(depth=1, width=16, batch=2, in_features=16)
     with pytest.raises(MonetError, match="P1"):
         pareto_front(make_instance(graph, None, problem="P1", budget=1.0), points=3)
+
+
+def test_interchangeable_cores_put_the_first_op_on_the_first_core_and_map_the_hint():
+    """P3C.C17: on two identical PEs the first op's first run goes to pe_0; a hint that runs
+    it on pe_1 is mapped onto pe_0 (the same cost), so it still hints the whole model, and
+    the optimum is the MILP's (which breaks the symmetry the same way, P3M.M15)."""
+    inst = small()
+    data = p3_data(inst)
+    symmetries = core_automorphisms(data)
+    assert len(symmetries) == 2 and first_core_excluded(data, symmetries) == ["pe_1"]
+    base = store_all_schedule(inst)
+    swap = next(g for g in symmetries if g.core["pe_0"] == "pe_1")
+    mirrored = swap.apply(base)
+    first_op = data.ops[0].id
+    assert {r.core for r in mirrored.ops if r.op == first_op} == {"pe_1"}
+    assert evaluate(inst, mirrored).latency_cycles == evaluate(inst, base).latency_cycles
+    model = P3CpModel(data)
+    assert model.add_hint(mirrored) == P3CpModel(data).add_hint(base)
+    result = solved(inst, time_limit=60, workers=2, hint=mirrored)
+    assert result.status is Status.OPTIMAL
+    assert {r.core for r in result.schedule.ops if r.op == first_op} == {"pe_0"}
+    assert result.objective == solve(inst, "milp", time_limit=60).objective

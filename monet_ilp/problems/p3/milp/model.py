@@ -33,7 +33,12 @@ from monet_ilp.problems.p3.milp.records import (
     is_on,
     value_of,
 )
-from monet_ilp.problems.p3.milp.symmetry import Symmetry, core_automorphisms
+from monet_ilp.problems.p3.milp.symmetry import (
+    Symmetry,
+    canonical,
+    core_automorphisms,
+    first_core_excluded,
+)
 
 if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
@@ -706,31 +711,16 @@ class P3Milp:
         """P3M.M15: interchangeable cores (a permutation that maps every cost, memory, link and
         pin onto itself): the first op's first run goes to the first core of its orbit."""
         self.symmetries = core_automorphisms(self.data)
-        if len(self.symmetries) <= 1:
-            return
-        data = self.data
         first = self.runs_of[0][0]
-        order = {c: k for k, c in enumerate(data.cores)}
-        for c in first.cores:
-            if any(order[g.core[c]] < order[c] for g in self.symmetries):
+        order = {c: k for k, c in enumerate(self.data.cores)}
+        for c in first_core_excluded(self.data, self.symmetries):
+            if c in first.cores:
                 self._add(first.on(c) == 0, f"M15_{order[c]}")
 
     def canonical(self, schedule: Schedule) -> Schedule:
         """The image of a schedule under the symmetry that puts the first op's first run on
         the first core of its orbit (P3M.M15), so that it can be a warm start."""
-        if len(self.symmetries) <= 1:
-            return schedule
-        op = self.data.ops[0].id
-        runs = sorted((r for r in schedule.ops if r.op == op), key=lambda r: (r.start, r.end))
-        if not runs:
-            return schedule
-        order = {c: k for k, c in enumerate(self.data.cores)}
-
-        def rank(g: Symmetry) -> int:  # the place of the first run's core's image
-            image = g.core.get(runs[0].core)
-            return 0 if image is None else order.get(image, 0)
-
-        return min(self.symmetries, key=rank).apply(schedule)
+        return canonical(self.data, self.symmetries, schedule)
 
     def _objective(self) -> None:
         """P3M.O1 latency, P3M.O2 energy (P3M.M13: the static term floored exactly), P3M.O3 weighted."""

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import LinkSpec
     from monet_ilp.problems.p3.data import P3Data
 
-__all__ = ["Symmetry", "core_automorphisms"]
+__all__ = ["Symmetry", "canonical", "core_automorphisms", "first_core_excluded"]
 
 
 @dataclass(frozen=True)
@@ -89,3 +89,32 @@ def core_automorphisms(data: P3Data) -> list[Symmetry]:
         if len(links) == len(inst.links) and candidate.mem(data.input_home) == data.input_home:
             found.append(Symmetry(g, mu, links))
     return found
+
+
+def first_core_excluded(data: P3Data, symmetries: list[Symmetry]) -> list[str]:
+    """The cores the first op's first run may not use when the symmetry is broken (P3M.M15,
+    P3C.C17): those some automorphism maps onto an earlier core of the instance."""
+    order = {c: k for k, c in enumerate(data.cores)}
+    if len(symmetries) <= 1:
+        return []
+    return [c for c in data.ops[0].cores if any(order[g.core[c]] < order[c] for g in symmetries)]
+
+
+def canonical(data: P3Data, symmetries: list[Symmetry], schedule: Schedule) -> Schedule:
+    """The image of a schedule under the automorphism that puts the first op's first run on
+    the first core of its orbit (P3M.M15, P3C.C17), so that it can start a model that
+    breaks the symmetry.  The image costs the same: the automorphism maps every cost,
+    memory and link onto itself."""
+    if len(symmetries) <= 1:
+        return schedule
+    op = data.ops[0].id
+    runs = sorted((r for r in schedule.ops if r.op == op), key=lambda r: (r.start, r.end))
+    if not runs:
+        return schedule
+    order = {c: k for k, c in enumerate(data.cores)}
+
+    def rank(g: Symmetry) -> int:  # the place of the first run's core's image
+        image = g.core.get(runs[0].core)
+        return 0 if image is None else order.get(image, 0)
+
+    return min(symmetries, key=rank).apply(schedule)
