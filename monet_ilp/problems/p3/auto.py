@@ -84,15 +84,17 @@ def solve_p3_auto(
     stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),
              "lns_improving_steps": second.stats.get("improving_steps")}
     metrics = verified(instance, second.schedule) if second.objective is not None else None
+    schedule: Schedule | Sequence | None
     if metrics is None or first.objective is None or metrics.objective_value >= first.objective:
-        return BackendResult(first.status, first.schedule, first.objective, bound,
-                             f"{first.message}; the LNS found nothing better", stats, source=first.source)
-    objective = metrics.objective_value
-    proven = bound is not None and objective <= bound
-    message = (f"CP-SAT {first.objective} in {members['cpsat']['seconds']} s, then the LNS {objective} "
-               f"({second.stats.get('improving_steps')} improving steps of {second.stats.get('steps')})")
-    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, second.schedule, objective,
-                         objective if proven else bound, message, stats, source="lns")
+        schedule, objective, source = first.schedule, first.objective, first.source
+        message = f"{first.message}; the LNS found nothing better"
+    else:
+        schedule, objective, source = second.schedule, metrics.objective_value, "lns"
+        message = (f"CP-SAT {first.objective} in {members['cpsat']['seconds']} s, then the LNS {objective} "
+                   f"({second.stats.get('improving_steps')} improving steps of {second.stats.get('steps')})")
+    proven = bound is not None and objective is not None and objective <= bound
+    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
+                         objective if proven else bound, message, stats, source=source)
 
 
 def _summary(result: BackendResult, deadline: Deadline, name: str) -> dict[str, Any]:
