@@ -49,10 +49,12 @@ def test_auto_is_the_default_and_proves_the_optimum_cpsat_and_milp_prove(p1_smal
 
 def test_a_random_dag_gets_the_members_optimum_and_the_first_proof_stops_the_other(random_small):
     auto = solve(random_small, "auto", time_limit=60, workers=2)
-    milp = solve(random_small, "milp", time_limit=60)
+    # cpsat alone proves this one in about a second, the milp in about 25 s; both search
+    # the stage form (test_cpsat and test_milp check that they agree).
+    alone = solve(random_small, "cpsat", time_limit=60, workers=2)
     verified(random_small, auto)
-    assert milp.status is Status.OPTIMAL and auto.status is Status.OPTIMAL
-    assert auto.objective == milp.objective
+    assert alone.status is Status.OPTIMAL and auto.status is Status.OPTIMAL
+    assert auto.objective == alone.objective
     members = auto.stats["members"]
     assert set(members) == {"milp", "cpsat"}
     # the others were stopped, not awaited (the relaxation's schedule may prove first, PF.S4)
