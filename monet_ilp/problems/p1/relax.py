@@ -323,8 +323,8 @@ class Boundary:
     reach: str | int
     counts: dict[str, int]
     infeasible: str | None = None
-    #: ``(column, e, k)`` for every ``r[e,k]``: what :func:`relaxation_sequence` reads.
-    recomputes: list[tuple[int, int, int]] = field(default_factory=list)
+    #: ``r_columns[e][k - e - 1]``: the column of ``r[e,k]`` (what :func:`relaxation_sequence` reads).
+    r_columns: list[list[int]] = field(default_factory=list)
 
 
 class _Rows:
@@ -396,7 +396,6 @@ def boundary_relaxation(data: P1Data, *, reach: str | int = "full",
     lo = [_range_start(data, e) for e in range(data.n_values)]
     s_term: list[list[int]] = []  # s_term[e][k - lo[e]]: a column, _ONE
     r_col: list[list[int]] = []  # r_col[e][k - e - 1]: a column (nodes, e < k <= min(top, t_u))
-    recomputes: list[tuple[int, int, int]] = []
     for e in range(data.n_values):
         last = last_reader(data, e)
         users = set(data.users[e])
@@ -414,7 +413,6 @@ def boundary_relaxation(data: P1Data, *, reach: str | int = "full",
         rs: list[int] = []
         if e < n:
             for k in range(e + 1, min(top[e], t_u) + 1):
-                recomputes.append((len(cost), e, k))
                 rs.append(len(cost))
                 cost.append(float(data.cost[e]))
                 names.append(f"r_{e}_{k}")
@@ -501,7 +499,7 @@ def boundary_relaxation(data: P1Data, *, reach: str | int = "full",
     counts = {"columns": milp.num_cols, "rows": milp.num_rows, "nonzeros": milp.num_nonzeros,
               "s": milp.num_cols - sum(len(rs) for rs in r_col), "r": sum(len(rs) for rs in r_col),
               **rows.count}
-    return Boundary(milp, reach, counts, contradiction, recomputes)
+    return Boundary(milp, reach, counts, contradiction, r_col)
 
 
 def relaxation_sequence(instance: Instance, data: P1Data, model: Boundary,
@@ -516,9 +514,10 @@ def relaxation_sequence(instance: Instance, data: P1Data, model: Boundary,
     stage is what the relaxation does not see: the evaluator decides whether it fits.
     """
     stages: dict[int, list[int]] = {}
-    for column, e, k in model.recomputes:
-        if values[column] > 0.5:
-            stages.setdefault(k, []).append(e)
+    for e, columns in enumerate(model.r_columns):
+        for offset, column in enumerate(columns):
+            if values[column] > 0.5:
+                stages.setdefault(e + 1 + offset, []).append(e)
     plan: list[str] = []
     for k in range(data.n):
         plan.extend(data.ops[e] for e in sorted(stages.get(k, ())))
