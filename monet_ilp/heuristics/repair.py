@@ -18,7 +18,8 @@ It keeps a schedule's first computations, never recomputes from the first optimi
 on (EV.E2), and never recomputes a graph input.  Releases are placed by liveness
 (:func:`~monet_ilp.heuristics.liveness.place_releases`), so the sequence's peak is at
 most the profile's.  The search stops when the profile fits (the sequence is returned)
-or when no value qualifies (``None``).  It runs in ``O(iterations * live values)``
+or when no value qualifies (``None``, or with ``best_effort`` the sequence as far as
+it got, over the budget).  It runs in ``O(iterations * live values)``
 Python steps plus one vectorised profile update per drop.
 """
 
@@ -294,7 +295,8 @@ class _Repair:
         return out
 
 
-def repair_sequence(instance: Instance, *, budget_bytes: int | None = None) -> Sequence | None:
+def repair_sequence(instance: Instance, *, budget_bytes: int | None = None,
+                    best_effort: bool = False) -> Sequence | None:
     """The store-all sequence repaired to fit the budget by drops and recomputations, or ``None``.
 
     Parameters
@@ -304,22 +306,27 @@ def repair_sequence(instance: Instance, *, budget_bytes: int | None = None) -> S
     budget_bytes
         The memory the sequence may use, persistent bytes included when the instance
         models them in the core's memory (default: the capacity of the core's memory).
+    best_effort
+        When no drop qualifies before the profile fits, return the sequence as far as
+        the repair got (over the budget, ``meta["fits"]`` false) instead of ``None``:
+        the start of the LNS's descent to the budget (``p1_interval.md`` P1I.L5).
 
     Returns
     -------
     Sequence or None
-        ``meta``: ``heuristic`` (``"repair"``), ``budget_bytes``, the claimed
+        ``meta``: ``heuristic`` (``"repair"``), ``budget_bytes``, ``fits``, the claimed
         ``compute_cycles``, ``peak_bytes`` and ``recomputations``.
     """
     state = _Repair(instance)
     budget = instance.budget_bytes if budget_bytes is None else int(budget_bytes)
     state.room += budget - instance.budget_bytes
-    if not state.run(max_drops=20 * state.n + 100):
+    if not state.run(max_drops=20 * state.n + 100) and not best_effort:
         return None
     steps = place_releases(instance.graph, state.computations())
     claimed = replay(instance, steps)
-    if claimed.peak_bytes > budget:
+    if claimed.peak_bytes > budget and not best_effort:
         return None
     return Sequence(steps, meta={"heuristic": "repair", "budget_bytes": budget,
+                                 "fits": claimed.peak_bytes <= budget,
                                  "compute_cycles": claimed.compute_cycles, "peak_bytes": claimed.peak_bytes,
                                  "recomputations": claimed.recomputations})

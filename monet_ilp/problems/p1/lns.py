@@ -13,6 +13,7 @@ run is the same (each sub-solve has a deterministic-time limit).
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from ortools.sat.python import cp_model
 from monet_ilp.engines.cpsat import configured_solver
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
+from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.data import P1Data, check_max_computes, check_p1, p1_data
 from monet_ilp.problems.p1.interval import (
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["LNS_OPTIONS", "LnsStep", "lns_steps", "solve_lns"]
+__all__ = ["LNS_OPTIONS", "LnsStep", "descent_steps", "lns_steps", "solve_lns"]
 
 #: The options of the ``lns`` backend beyond time_limit, workers and hint.
 LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
@@ -55,6 +57,10 @@ MIN_WINDOW, MAX_WINDOW = 8, 400
 #: higher on this model (0.5-2 s a step at n = 250-1000); shorter steps, more of them,
 #: found cheaper plans in a minute than 0.25 (scripts/bench_remat.py, random DAGs at 0.9).
 STEP_DETERMINISTIC_TIME = 0.1
+#: P1I.L5's first window and deterministic seconds per step.  Lowering a peak takes
+#: changes farther apart than lowering a cost: on the random DAG n = 250 at 0.8, windows of
+#: 16 positions at 0.1 s stalled 37 bytes over the budget; 40 at 0.5 s reached it in 4 steps.
+DESCENT_WINDOW, DESCENT_STEP_TIME = 40, 0.5
 
 
 @dataclass(frozen=True)
@@ -160,20 +166,40 @@ def solve_lns(
         stats["copies_raised"] = {data.ops[v]: c for v, c in enumerate(copies) if c > max_computes}
         stats["bound_class"] = (class_text(max_computes, True) + ", more for the ops the start "
                                 "computes more often (stats['copies_raised'])")
-    if current.cost == trivial:
+    over = not current.fits(data)
+    if current.cost == trivial and not over:
         return result(instance, data, current, Status.OPTIMAL, trivial,
                       "optimal: no recomputation (every op once, a bound for every schedule)",
                       stats, started, source="lns" if source == "interval" else source)
 
     room = slack if slack is not None else max(4, window // 2)
     try:
-        im = build_interval_model(data, copies, canonical=False, slack=room, deadline=deadline)
+        im = build_interval_model(data, copies, canonical=False, slack=room,
+                                  capacity=current.peak if over else None, deadline=deadline)
     except OutOfTime as stop:
         stats["stopped"] = f"the time limit ran out while building the model ({stop.detail or stop.step})"
+        if over:
+            return BackendResult(Status.UNKNOWN, bound=trivial, stats=stats,
+                                 message=f"{stats['stopped']}; no schedule within the budget")
         return result(instance, data, current, Status.FEASIBLE, trivial,
                       f"{stats['stopped']}; returning the start", stats, started, source=source)
     stats["build_seconds"] = round(time.perf_counter() - started, 3)
     stats["variables"] = len(im.model.proto.variables)
+
+    if over:
+        # P1I.L5: descend to the budget first.
+        descent: list[LnsStep] = []
+        current = descent_steps(im, current, deadline=deadline, window=max(window, DESCENT_WINDOW),
+                                slack=room, step_time=max(step_time, DESCENT_STEP_TIME), seed=seed,
+                                workers=workers, log=log, params=params, history=descent)
+        stats["descent"] = {"steps": len(descent), "peak_bytes": current.peak * data.scale,
+                            "seconds": round(sum(d.seconds for d in descent), 3)}
+        if not current.fits(data):
+            return BackendResult(Status.UNKNOWN, bound=trivial, stats=stats, message=(
+                f"no start within the budget; the descent (P1I.L5) lowered the peak of {source} "
+                f"to {current.peak * data.scale:,} B in {len(descent)} steps, over the budget of "
+                f"{data.budget * data.scale:,} B; no schedule and no proof"))
+        source = "lns"
 
     history: list[LnsStep] = []
     best, proven = lns_steps(im, current, deadline=deadline, window=window, slack=room,
@@ -198,12 +224,19 @@ def solve_lns(
 
 
 def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
-           deadline: Deadline, stats: dict[str, Any], starts: Starts | None) -> tuple[Plan | None, str]:
+           deadline: Deadline, stats: dict[str, Any], starts: Starts | None,
+           descend: bool = True) -> tuple[Plan | None, str]:
     """The cheapest start within the budget: the hint, else the feasible-first heuristics
-    (PF.S1; ``starts`` when a portfolio has made them already)."""
+    (PF.S1; ``starts`` when a portfolio has made them already).  When none fits and
+    ``descend``, the one with the lowest peak (store-all at worst), for P1I.L5."""
     made = feasible_first(instance, deadline=deadline) if starts is None else starts
     candidates = ([] if hint is None else [("hint", hint)]) + [(f"heuristic:{n}", s) for n, s in made]
+    if descend and not any(s is not None and s.meta.get("peak_bytes", math.inf) <= instance.budget_bytes
+                           for _, s in candidates):
+        # The repair as far as it got: the usual start of the descent (P1I.L5).
+        candidates.append(("heuristic:repair (over the budget)", _repair_best_effort(instance)))
     best: tuple[Plan, str] | None = None
+    over: tuple[Plan, str] | None = None
     rejected: dict[str, str] = {}
     for name, schedule in candidates:
         try:
@@ -211,14 +244,29 @@ def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
         except (MonetError, OutsideClass) as err:
             rejected[name] = f"failed: {err}"
             continue
-        if plan is None or not plan.fits(data):
+        if plan is None:
             rejected[name] = "no schedule within the budget"
+        elif not plan.fits(data):
+            rejected[name] = f"peak {plan.peak * data.scale:,} B over the budget"
+            if over is None or (plan.peak, plan.cost) < (over[0].peak, over[0].cost):
+                over = (plan, name)
         elif best is None or plan.cost < best[0].cost:
             best = (plan, name)
-    stats["start"] = None if best is None else {"source": best[1], "cost": best[0].cost}
+    if best is None and over is not None and descend:
+        best = over  # P1I.L5: the descent starts from the lowest peak
+        rejected.pop(over[1], None)
+    stats["start"] = None if best is None else {"source": best[1], "cost": best[0].cost,
+                                                "peak_bytes": best[0].peak * data.scale}
     if rejected:
         stats["starts_rejected"] = rejected
     return (None, "") if best is None else best
+
+
+def _repair_best_effort(instance: Instance) -> Sequence | None:
+    try:
+        return repair_sequence(instance, best_effort=True)
+    except MonetError:
+        return None
 
 
 def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int, slack: int,
@@ -257,6 +305,45 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
     return plan, False
 
 
+def descent_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int, slack: int,
+                  step_time: float, seed: int, workers: int | None, log: bool,
+                  params: dict[str, Any] | None, history: list[LnsStep]) -> Plan:
+    """P1I.L5: from a plan over the budget, windows that lower the memory inside them,
+    until the plan fits or the deadline passes.  Returns the plan that is least over
+    (:meth:`Plan.overflow`, then cost); it fits when the descent reached the budget.
+
+    Each window is centred on a position at the plan's peak (chosen by the seed); its
+    length adapts as in P1I.L4.  ``im`` must have P1I.C12 (``capacity`` at least the plan's peak).
+    """
+    if im.ceiling is None:
+        raise ValueError("the descent needs the model's P1I.C12 (build it with capacity)")
+    rng = random.Random(seed)
+    data = im.data
+    length = max(MIN_WINDOW, window)
+    done = 0
+    while not plan.fits(data) and not deadline.passed(margin=0.05):
+        memory = plan.memory(data)
+        centre = rng.choice([k for k, m in enumerate(memory) if m == plan.peak])
+        size = min(length, len(plan))
+        first = min(max(0, centre - rng.randrange(size)), len(plan) - size)
+        last = first + size - 1
+        began = time.perf_counter()
+        status, found = _solve_window(im, plan, first, last, slack, deadline=deadline,
+                                      step_time=step_time, seed=seed + done, workers=workers,
+                                      log=log, params=params, ceiling=plan.peak)
+        better = found is not None and (found.overflow(data), found.cost) < (plan.overflow(data), plan.cost)
+        history.append(LnsStep(first, last, status, plan.cost, found.cost if found else plan.cost,
+                               round(time.perf_counter() - began, 3)))
+        done += 1
+        if better and found is not None:
+            plan = found
+        if status == "OPTIMAL":
+            length = min(MAX_WINDOW, int(length * 1.25) + 1)
+        elif not better:
+            length = max(MIN_WINDOW, int(length * 0.8))
+    return plan
+
+
 def _window(plan: Plan, data: P1Data, length: int, rng: random.Random) -> tuple[int, int]:
     """P1I.L1: ``length`` consecutive positions, around a recomputation when there is one
     (only there can the cost fall), the centre drawn uniformly among them."""
@@ -287,9 +374,12 @@ def _slots(plan: Plan, im: IntervalModel, first: int, last: int) -> list[int]:
 
 def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: int, *,
                   deadline: Deadline, step_time: float, seed: int, workers: int | None, log: bool,
-                  params: dict[str, Any] | None) -> tuple[str, Plan | None]:
+                  params: dict[str, Any] | None, ceiling: int | None = None) -> tuple[str, Plan | None]:
     """One step (P1I.L2-L3): fix every computation outside ``[first, last]``, free the
-    window and the unused copies inside it, solve, and read the plan back."""
+    window and the unused copies inside it, solve, and read the plan back.
+
+    With ``ceiling`` (a descent step, P1I.L5): memory stays within ``ceiling`` everywhere,
+    and the step lowers the most memory inside the window first, the cost second."""
     data, model = im.data, im.model
     free = im.horizon - len(plan)
     room = min(slack, free)
@@ -344,6 +434,18 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
         if k is None:
             absent[key] = a
     values = assignment(im, plan, positions=positions, slots=slots, absent_start=absent)
+    top = im.ceiling
+    if top is not None:
+        # P1I.C12: the budget once the descent is over; during it, the ceiling, with the
+        # filler over the window's positions.
+        over = 0 if ceiling is None else ceiling - data.budget
+        cap = data.budget + over
+        span = (lo, hi + 1) if over else (0, 0)
+        for var, value in ((top.cap, cap), (top.first, span[0]), (top.end, span[1])):
+            pin(var, value, value)
+            values[var] = value
+        pin(top.fill, 0, over)
+        values[top.fill] = max(0, cap - max(plan.memory(data)[first:last + 1]))
     step = model.clone()
     proto = step.proto
     for index, (a, b) in fixed.items():
@@ -351,6 +453,11 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
         proto.variables[index].domain.extend([a, b])
     for var, value in values.items():
         step.add_hint(var, value)
+    if top is not None and ceiling is not None:
+        # P1I.L5's objective: the filler first (every unit of it is worth more than any cost).
+        weight = sum(c * k for c, k in zip(data.cost, im.copies, strict=True)) + 1
+        proto.objective.vars.append(top.fill.index)
+        proto.objective.coeffs.append(-weight)
     limit = deadline.solver_limit()
     solver = configured_solver(time_limit=limit, workers=workers or 1, seed=seed, log=log,
                                params={**({"interleave_search": True} if (workers or 1) > 1 else {}),
@@ -363,6 +470,6 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
     ran = sorted((int(solver.value(s)), v) for (v, j), s in im.start.items()
                  if j == 0 or int(solver.value(im.present[(v, j)])))
     found = canonical_plan(data, [v for _, v in ran])
-    if not found.fits(data):
+    if found.peak > (data.budget if ceiling is None else ceiling):
         raise AssertionError("an LNS step's plan breaks the budget; this is a bug")
     return name, found

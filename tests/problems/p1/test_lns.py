@@ -8,6 +8,8 @@ import pytest
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import random_layered, random_layered_literature
 from monet_ilp.heuristics.evict import evict_sequence
+from monet_ilp.heuristics.repair import repair_sequence
+from monet_ilp.heuristics.starts import feasible_first
 from monet_ilp.make import p1_instance
 from monet_ilp.problems.p1.interval import solve_interval
 from monet_ilp.problems.p1.lns import solve_lns
@@ -62,3 +64,34 @@ def test_bad_options_are_user_errors(medium):
         solve_lns(medium, window=0)
     with pytest.raises(MonetError, match="no option"):
         solve(medium, "lns", time_limit=5, windw=3)
+
+
+def _no_start_fits(inst):
+    return not any(s is not None and s.meta["peak_bytes"] <= inst.budget_bytes
+                   for _, s in feasible_first(inst))
+
+
+@pytest.mark.parametrize(("n", "seed", "budget"), [(16, 1, 0.8), (20, 4, 0.85)])
+def test_the_descent_reaches_the_budget_where_no_heuristic_does(n, seed, budget):
+    """P1I.L5: no feasible-first heuristic fits, the descent brings the repair's plan down
+    to the budget, and the LNS then reaches the optimum the stage MILP proves."""
+    inst = p1_instance(random_layered_literature(n, seed=seed), budget)
+    assert _no_start_fits(inst)
+    over = repair_sequence(inst, best_effort=True)
+    assert over is not None and not over.meta["fits"] and over.meta["peak_bytes"] > inst.budget_bytes
+    result = solve(inst, "lns", time_limit=30, workers=1)
+    verified(inst, result)
+    assert result.stats["descent"]["peak_bytes"] <= inst.budget_bytes
+    milp = solve(inst, "milp", time_limit=30, workers=1)
+    assert milp.status is Status.OPTIMAL
+    assert result.objective == milp.objective
+
+
+def test_a_descent_that_stops_over_the_budget_returns_no_schedule():
+    # The stage MILP's optimum computes some ops four times: with C = 2 the class has
+    # no schedule within the budget, and the descent stops above it.
+    inst = p1_instance(random_layered_literature(16, seed=5), 0.7)
+    result = solve(inst, "lns", time_limit=3, workers=1)
+    assert result.status is Status.UNKNOWN and result.schedule is None
+    assert result.stats["descent"]["peak_bytes"] > inst.budget_bytes
+    assert "descent" in result.message

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
     from monet_ilp.problems.p1.data import P1Data
 
-__all__ = ["IntervalModel", "assignment", "build_interval_model", "copies_per_node", "plan_of_solution"]
+__all__ = ["Ceiling", "IntervalModel", "assignment", "build_interval_model", "copies_per_node", "plan_of_solution"]
 
 Copy = tuple[int, int]  # (node v, copy j)
 Read = tuple[int, int, int, int]  # (producer u, its copy j, reader v, its copy i)
@@ -35,6 +35,17 @@ def copies_per_node(data: P1Data, max_computes: int) -> list[int]:
     never useful (optimizer ops and nodes from the first one on, nodes nobody reads)."""
     return [1 if v >= data.first_update or not data.consumers[v] else max_computes
             for v in range(data.n)]
+
+
+@dataclass
+class Ceiling:
+    """P1I.C12's variables: the memory cap ``cap`` of the cumulative, and a filler of
+    demand ``fill`` over the positions ``[first, end)`` (``p1_interval.md`` §9, P1I.L5)."""
+
+    cap: cp_model.IntVar
+    fill: cp_model.IntVar
+    first: cp_model.IntVar
+    end: cp_model.IntVar
 
 
 @dataclass
@@ -61,6 +72,8 @@ class IntervalModel:
     last: dict[Read, cp_model.IntVar] = field(default_factory=dict)
     own: dict[Copy, cp_model.IntVar] = field(default_factory=dict)
     start_domain: dict[Copy, tuple[int, int]] = field(default_factory=dict)
+    #: P1I.C12 (``capacity`` above the budget): the cumulative's capacity and the filler.
+    ceiling: Ceiling | None = None
 
     def slots(self) -> list[Copy]:
         return [(v, j) for v in range(self.data.n) for j in range(self.copies[v])]
@@ -70,7 +83,7 @@ class IntervalModel:
 
 
 def build_interval_model(data: P1Data, copies: Sequence[int], *, tight_ends: bool = False,
-                         canonical: bool = True, slack: int = 0,
+                         canonical: bool = True, slack: int = 0, capacity: int | None = None,
                          deadline: Deadline | None = None) -> IntervalModel:
     """The model of ``p1_interval.md`` over ``copies[v]`` copies of each node.
 
@@ -89,6 +102,11 @@ def build_interval_model(data: P1Data, copies: Sequence[int], *, tight_ends: boo
         positions anywhere: copies of one node ordered pairwise when present.
     slack
         Extra positions in the horizon (``canonical=False``).
+    capacity
+        Above the budget: P1I.C12, the cumulative's capacity becomes a variable between
+        the budget and ``capacity``, with a filler interval (:class:`Ceiling`), for the
+        LNS's descent to the budget from a schedule over it (P1I.L5).  Every solution
+        still has the memory of §2, but only within ``capacity``.
     deadline
         Checked once per node; :class:`~monet_ilp.engines.deadline.OutOfTime` once past.
     """
@@ -110,7 +128,8 @@ def build_interval_model(data: P1Data, copies: Sequence[int], *, tight_ends: boo
 
     # P1I.V1-V4: presence, start, end, length; P1I.C2 one computation per position;
     # P1I.C3 memory (the cumulative gets the intervals below).
-    units, retention, demands = [], [], []
+    units, retention = [], []
+    demands: list[int | cp_model.IntVar] = []
     end_hi = _end_upper(data, copies, domains, horizon)
     for v in range(n):
         check("variables", v)
@@ -138,7 +157,19 @@ def build_interval_model(data: P1Data, copies: Sequence[int], *, tight_ends: boo
         if data.input_size[g] > 0:
             retention.append(model.new_interval_var(0, x + 1, x + 1, f"hold_x{g}"))
             demands.append(data.input_size[g])
-    model.add_cumulative(retention, demands, data.budget)  # P1I.C3
+    if capacity is not None and capacity > data.budget:
+        # P1I.C12: memory at most cap, and at most cap - fill inside [first, end).
+        cap = model.new_int_var(data.budget, capacity, "cap")
+        fill = model.new_int_var(0, capacity - data.budget, "fill")
+        first = model.new_int_var(0, horizon, "fill_first")
+        end = model.new_int_var(0, horizon, "fill_end")
+        span = model.new_int_var(0, horizon, "fill_span")
+        retention.append(model.new_interval_var(first, span, end, "filler"))
+        demands.append(fill)
+        model.add_cumulative(retention, demands, cap)  # P1I.C3 with P1I.C12
+        im.ceiling = Ceiling(cap, fill, first, end)
+    else:
+        model.add_cumulative(retention, demands, data.budget)  # P1I.C3
 
     # P1I.C1 copies in order (canonical: a chain; else pairwise), P1I.C5 recomputation after
     # release, P1I.C6 no recomputation from the first optimizer op on, P1I.C11 absent copies pinned.

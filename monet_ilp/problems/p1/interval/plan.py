@@ -70,6 +70,16 @@ class Plan:
     def fits(self, data: P1Data) -> bool:
         return self.peak <= data.budget
 
+    def memory(self, data: P1Data) -> list[int]:
+        """The memory at each position (§2, units of ``data.scale``); its maximum is ``peak``."""
+        return _memory(data, self.nodes, self.end, self.input_end)
+
+    def overflow(self, data: P1Data) -> tuple[int, int]:
+        """How far the plan is over the budget: its peak (at least the budget) and the
+        memory above the budget summed over positions (P1I.L5's measure, ``(B, 0)`` when it fits)."""
+        memory = self.memory(data)
+        return max(data.budget, self.peak), sum(max(0, m - data.budget) for m in memory)
+
     def starts(self) -> dict[tuple[int, int], int]:
         """Position of copy ``j`` of node ``v``, keyed ``(v, j)``."""
         return {(v, j): k for k, (v, j) in enumerate(zip(self.nodes, self.copy, strict=True))}
@@ -188,6 +198,25 @@ def _served(data: P1Data, order: list[int]) -> list[bool]:
     return served
 
 
+Positions = list[int] | tuple[int, ...]
+
+
+def _memory(data: P1Data, order: Positions, end: Positions, input_end: Positions) -> list[int]:
+    """EV.E3 at each position ``t``: every copy with start <= t <= end, every input with end >= t."""
+    delta = [0] * (len(order) + 1)
+    for k, v in enumerate(order):
+        delta[k] += data.size[v]
+        delta[end[k] + 1] -= data.size[v]
+    for g, last in enumerate(input_end):
+        delta[0] += data.input_size[g]
+        delta[last + 1] -= data.input_size[g]
+    held, out = 0, []
+    for k in range(len(order)):
+        held += delta[k]
+        out.append(held)
+    return out
+
+
 def _plan(data: P1Data, order: list[int]) -> Plan:
     n = data.n
     count = [0] * n
@@ -203,18 +232,7 @@ def _plan(data: P1Data, order: list[int]) -> Plan:
         for g in data.node_inputs[v]:
             input_end[g] = k
         latest[v] = k
-    # EV.E3 at position t: every copy with start <= t <= end, every input with end >= t.
-    delta = [0] * (len(order) + 1)
-    for k, v in enumerate(order):
-        delta[k] += data.size[v]
-        delta[end[k] + 1] -= data.size[v]
-    for g, last in enumerate(input_end):
-        delta[0] += data.input_size[g]
-        delta[last + 1] -= data.input_size[g]
-    peak = held = 0
-    for k in range(len(order)):
-        held += delta[k]
-        peak = max(peak, held)
+    peak = max(_memory(data, order, end, input_end), default=0)
     return Plan(tuple(order), tuple(copy), tuple(end), tuple(input_end),
                 sum(data.cost[v] for v in order), peak)
 
