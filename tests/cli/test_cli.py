@@ -218,3 +218,16 @@ def test_graph_import_trainable_names_the_weights(tmp_path):
     done = run("graph", "import", str(path), *names, "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert_user_error(run("graph", "import", str(path), "--trainable", "nope"), "trainable", "nope")
+
+
+def test_min_budget_says_which_schedules_its_proof_holds_for(tmp_path):
+    """The descent (P1I.L5) meets the floor no schedule can beat: a proof for every
+    schedule, below what the stage form's one pass proves (218 bytes, its class only)."""
+    from monet_ilp.graph import random_layered_literature
+
+    path = tmp_path / "r16.json"
+    random_layered_literature(16, seed=1).save(path)
+    result = run("min-budget", str(path), "--time-limit", "20")
+    assert result.returncode == 0, result.stderr
+    assert "minimum budget: 214 bytes" in result.stdout
+    assert "proven for every schedule" in result.stdout

@@ -24,8 +24,10 @@ from ortools.sat.python import cp_model
 from monet_ilp.engines.cpsat import configured_solver
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
+from monet_ilp.heuristics.liveness import replay
 from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.heuristics.starts import Starts, feasible_first
+from monet_ilp.heuristics.store_all import store_all_sequence
 from monet_ilp.problems.p1.data import P1Data, check_max_computes, check_p1, p1_data
 from monet_ilp.problems.p1.interval import (
     IntervalModel,
@@ -37,16 +39,19 @@ from monet_ilp.problems.p1.interval import (
     class_text,
     copies_per_node,
     plan_of_sequence,
+    sequence_of_plan,
     solve_interval,
 )
 from monet_ilp.problems.p1.interval.solve import check_objective, result
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["LNS_OPTIONS", "LnsStep", "descent_steps", "lns_steps", "solve_lns"]
+__all__ = ["LNS_OPTIONS", "LnsStep", "LowestPeak", "descent_steps", "lns_steps", "lowest_peak", "solve_lns"]
 
 #: The options of the ``lns`` backend beyond time_limit, workers and hint.
 LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
@@ -262,9 +267,75 @@ def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
     return (None, "") if best is None else best
 
 
-def _repair_best_effort(instance: Instance) -> Sequence | None:
+@dataclass(frozen=True)
+class LowestPeak:
+    """What :func:`lowest_peak` found: the least peak (bytes, persistent included, as a
+    capacity is given), the schedule that has it, and how the descent went."""
+
+    peak_bytes: int
+    schedule: Sequence
+    floor_bytes: int
+    steps: int
+    source: str
+
+    @property
+    def proven(self) -> bool:
+        """The peak meets the floor no schedule can beat."""
+        return self.peak_bytes <= self.floor_bytes
+
+
+def lowest_peak(instance: Instance, *, time_limit: float | None = None, workers: int | None = None,
+                starts: Iterable[Sequence] = (), max_computes: int = 2, seed: int = 0,
+                deadline: Deadline | None = None) -> LowestPeak:
+    """A P1 schedule with a low memory peak, for ``min-budget`` at sizes where the stage
+    model does not build: P1I.L5's descent with the budget set to the floor no schedule
+    can beat (``P1Data.peak_lower_bound``), from the lowest peak among ``starts``,
+    store-all and the repair pushed as far as it goes.  The descent stops at the floor
+    (then the peak is the least budget, proven) or at the deadline; every step keeps a
+    schedule, so the peak found is a budget at which one exists.
+    """
+    deadline = deadline or Deadline(time_limit)
+    check_p1(instance)
+    base = p1_data(instance)
+    floor_values = base.peak_lower_bound * base.scale
+    data = p1_data(instance, budget_bytes=floor_values)
+    floor_bytes = floor_values + data.persistent_bytes
+    candidates = [("store_all", store_all_sequence(instance))] + [("start", s) for s in starts]
+    repaired = _repair_best_effort(instance, budget_bytes=floor_bytes)
+    if repaired is not None:
+        candidates.append(("repair", repaired))
+    plans = []
+    for name, schedule in candidates:
+        try:
+            plans.append((plan_of_sequence(data, schedule), name))
+        except (MonetError, OutsideClass):
+            continue
+    plan, source = min(plans, key=lambda p: (p[0].peak, p[0].cost))
+    steps = 0
+    if not plan.fits(data) and not deadline.passed():
+        counts = plan.counts(data.n)
+        copies = [c if c == 1 else max(c, counts[v]) for v, c in enumerate(copies_per_node(data, max_computes))]
+        try:
+            im = build_interval_model(data, copies, canonical=False, slack=DESCENT_WINDOW // 2,
+                                      capacity=plan.peak, deadline=deadline)
+        except OutOfTime:
+            im = None
+        if im is not None:
+            history: list[LnsStep] = []
+            found = descent_steps(im, plan, deadline=deadline, window=DESCENT_WINDOW,
+                                  slack=DESCENT_WINDOW // 2, step_time=DESCENT_STEP_TIME, seed=seed,
+                                  workers=workers, log=False, params=None, history=history)
+            steps = len(history)
+            if found.peak < plan.peak:
+                plan, source = found, "descent"
+    sequence = sequence_of_plan(data, plan, meta={"backend": "lns", "source": source})
+    peak = replay(instance, sequence.steps).peak_bytes
+    return LowestPeak(peak, sequence, floor_bytes, steps, source)
+
+
+def _repair_best_effort(instance: Instance, budget_bytes: int | None = None) -> Sequence | None:
     try:
-        return repair_sequence(instance, best_effort=True)
+        return repair_sequence(instance, budget_bytes=budget_bytes, best_effort=True)
     except MonetError:
         return None
 

@@ -6,13 +6,15 @@ from __future__ import annotations
 import pytest
 
 from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import random_layered, random_layered_literature
 from monet_ilp.heuristics.evict import evict_sequence
 from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.heuristics.starts import feasible_first
 from monet_ilp.make import p1_instance
+from monet_ilp.problems.p1.cpsat import min_budget_cpsat
 from monet_ilp.problems.p1.interval import solve_interval
-from monet_ilp.problems.p1.lns import solve_lns
+from monet_ilp.problems.p1.lns import lowest_peak, solve_lns
 from monet_ilp.solve import Status, solve
 from tests.conftest import verified
 
@@ -95,3 +97,17 @@ def test_a_descent_that_stops_over_the_budget_returns_no_schedule():
     assert result.status is Status.UNKNOWN and result.schedule is None
     assert result.stats["descent"]["peak_bytes"] > inst.budget_bytes
     assert "descent" in result.message
+
+
+def test_lowest_peak_meets_the_floor_where_the_one_pass_stage_model_cannot():
+    """lowest_peak (P1I.L5 with the budget at the floor no schedule beats) finds the least
+    budget of every schedule here; the stage model's one pass proves a larger one over
+    its class, and two passes agree with the descent."""
+    inst = p1_instance(random_layered_literature(16, seed=1), 0.8)
+    found = lowest_peak(inst, time_limit=10, workers=1)
+    assert found.proven and found.peak_bytes == found.floor_bytes == 214
+    at_peak = p1_instance(inst.graph, found.peak_bytes)
+    metrics = evaluate(at_peak, found.schedule)
+    assert metrics.feasible and metrics.peak_bytes["core0.sram"] == found.peak_bytes
+    assert min_budget_cpsat(inst, time_limit=30) == (218, True)  # over the stage form, one pass
+    assert min_budget_cpsat(inst, time_limit=30, passes=2) == (214, True)
