@@ -13,7 +13,6 @@ run is the same (each sub-solve has a deterministic-time limit).
 
 from __future__ import annotations
 
-import math
 import random
 import time
 from dataclasses import dataclass
@@ -66,6 +65,9 @@ STEP_DETERMINISTIC_TIME = 0.1
 #: changes farther apart than lowering a cost: on the random DAG n = 250 at 0.8, windows of
 #: 16 positions at 0.1 s stalled 37 bytes over the budget; 40 at 0.5 s reached it in 4 steps.
 DESCENT_WINDOW, DESCENT_STEP_TIME = 40, 0.5
+#: P1I.L5's detour: from a start over the budget that costs at most half of the best one
+#: within it, with at most this share of the time left.
+DETOUR_RATIO, DETOUR_SHARE = 2, 0.4
 
 
 @dataclass(frozen=True)
@@ -153,7 +155,7 @@ def solve_lns(
     stats: dict[str, Any] = {"nodes": data.n, "max_computes": max_computes,
                              "bound_class": class_text(max_computes, True)}
 
-    current, source = _start(instance, data, hint, deadline, stats, starts)
+    current, source, detour = _start(instance, data, hint, deadline, stats, starts)
     if current is None:
         # No heuristic start: the whole interval model, for a first schedule.
         whole = solve_interval(instance, hint=None, max_computes=max_computes, workers=workers,
@@ -165,7 +167,8 @@ def solve_lns(
         source = "interval"
     # The class grows to hold the start (P1I.L2): an op the start computes more than C
     # times gets as many copies.
-    counts = current.counts(data.n)
+    counts = [max(c) for c in zip(*(p.counts(data.n) for p in [current] + ([detour[0]] if detour else [])),
+                                  strict=True)]
     copies = [c if c == 1 else max(c, counts[v]) for v, c in enumerate(copies_per_node(data, max_computes))]
     if max(copies) > max_computes:
         stats["copies_raised"] = {data.ops[v]: c for v, c in enumerate(copies) if c > max_computes}
@@ -179,8 +182,9 @@ def solve_lns(
 
     room = slack if slack is not None else max(4, window // 2)
     try:
-        im = build_interval_model(data, copies, canonical=False, slack=room,
-                                  capacity=current.peak if over else None, deadline=deadline)
+        ceiling = current.peak if over else (detour[0].peak if detour else None)
+        im = build_interval_model(data, copies, canonical=False, slack=room, capacity=ceiling,
+                                  deadline=deadline)
     except OutOfTime as stop:
         stats["stopped"] = f"the time limit ran out while building the model ({stop.detail or stop.step})"
         if over:
@@ -191,20 +195,26 @@ def solve_lns(
     stats["build_seconds"] = round(time.perf_counter() - started, 3)
     stats["variables"] = len(im.model.proto.variables)
 
-    if over:
-        # P1I.L5: descend to the budget first.
+    if over or detour:
+        # P1I.L5: descend to the budget first (a detour: with a share of the time, and
+        # taken only when it ends within the budget below the start's cost).
         descent: list[LnsStep] = []
-        current = descent_steps(im, current, deadline=deadline, window=max(window, DESCENT_WINDOW),
-                                slack=room, step_time=max(step_time, DESCENT_STEP_TIME), seed=seed,
-                                workers=workers, log=log, params=params, history=descent)
-        stats["descent"] = {"steps": len(descent), "peak_bytes": current.peak * data.scale,
+        origin, name = (current, source) if detour is None else detour
+        found = descent_steps(im, origin, deadline=deadline if over else deadline.sub(DETOUR_SHARE),
+                              window=max(window, DESCENT_WINDOW), slack=room,
+                              step_time=max(step_time, DESCENT_STEP_TIME), seed=seed, workers=workers,
+                              log=log, params=params, history=descent)
+        taken = found.fits(data) and (over or found.cost < current.cost)
+        stats["descent"] = {"from": name, "detour": not over, "steps": len(descent),
+                            "peak_bytes": found.peak * data.scale, "cost": found.cost, "taken": taken,
                             "seconds": round(sum(d.seconds for d in descent), 3)}
-        if not current.fits(data):
+        if taken:
+            current, source = found, "lns"
+        elif over:
             return BackendResult(Status.UNKNOWN, bound=trivial, stats=stats, message=(
                 f"no start within the budget; the descent (P1I.L5) lowered the peak of {source} "
-                f"to {current.peak * data.scale:,} B in {len(descent)} steps, over the budget of "
+                f"to {found.peak * data.scale:,} B in {len(descent)} steps, over the budget of "
                 f"{data.budget * data.scale:,} B; no schedule and no proof"))
-        source = "lns"
 
     history: list[LnsStep] = []
     best, proven = lns_steps(im, current, deadline=deadline, window=window, slack=room,
@@ -229,19 +239,20 @@ def solve_lns(
 
 
 def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
-           deadline: Deadline, stats: dict[str, Any], starts: Starts | None,
-           descend: bool = True) -> tuple[Plan | None, str]:
+           deadline: Deadline, stats: dict[str, Any], starts: Starts | None
+           ) -> tuple[Plan | None, str, tuple[Plan, str] | None]:
     """The cheapest start within the budget: the hint, else the feasible-first heuristics
-    (PF.S1; ``starts`` when a portfolio has made them already).  When none fits and
-    ``descend``, the one with the lowest peak (store-all at worst), for P1I.L5."""
+    (PF.S1; ``starts`` when a portfolio has made them already).  When none fits, the one
+    over the budget with the lowest peak (store-all at worst), for P1I.L5.  The third
+    value is a detour (P1I.L5): a start over the budget that costs at most
+    ``1 / DETOUR_RATIO`` of the one that fits (the repair as far as it got, usually)."""
     made = feasible_first(instance, deadline=deadline) if starts is None else starts
     candidates = ([] if hint is None else [("hint", hint)]) + [(f"heuristic:{n}", s) for n, s in made]
-    if descend and not any(s is not None and s.meta.get("peak_bytes", math.inf) <= instance.budget_bytes
-                           for _, s in candidates):
+    if dict(made).get("repair") is None:
         # The repair as far as it got: the usual start of the descent (P1I.L5).
         candidates.append(("heuristic:repair (over the budget)", _repair_best_effort(instance)))
     best: tuple[Plan, str] | None = None
-    over: tuple[Plan, str] | None = None
+    overs: list[tuple[Plan, str]] = []  # over the budget
     rejected: dict[str, str] = {}
     for name, schedule in candidates:
         try:
@@ -253,18 +264,24 @@ def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
             rejected[name] = "no schedule within the budget"
         elif not plan.fits(data):
             rejected[name] = f"peak {plan.peak * data.scale:,} B over the budget"
-            if over is None or (plan.peak, plan.cost) < (over[0].peak, over[0].cost):
-                over = (plan, name)
+            overs.append((plan, name))
         elif best is None or plan.cost < best[0].cost:
             best = (plan, name)
-    if best is None and over is not None and descend:
-        best = over  # P1I.L5: the descent starts from the lowest peak
-        rejected.pop(over[1], None)
+    # P1I.L5: the descent starts from the lowest peak over the budget (among those that
+    # cost at most 1 / DETOUR_RATIO of the best start within it, for a detour).
+    cheap = [o for o in overs if best is None or o[0].cost * DETOUR_RATIO <= best[0].cost]
+    lowest = min(cheap, key=lambda o: (o[0].peak, o[0].cost), default=None)
+    detour = None
+    if best is None and lowest is not None:
+        best = lowest
+        rejected.pop(lowest[1], None)
+    elif lowest is not None:
+        detour = lowest
     stats["start"] = None if best is None else {"source": best[1], "cost": best[0].cost,
                                                 "peak_bytes": best[0].peak * data.scale}
     if rejected:
         stats["starts_rejected"] = rejected
-    return (None, "") if best is None else best
+    return (None, "", None) if best is None else (*best, detour)
 
 
 @dataclass(frozen=True)

@@ -111,3 +111,18 @@ def test_lowest_peak_meets_the_floor_where_the_one_pass_stage_model_cannot():
     assert metrics.feasible and metrics.peak_bytes["core0.sram"] == found.peak_bytes
     assert min_budget_cpsat(inst, time_limit=30) == (218, True)  # over the stage form, one pass
     assert min_budget_cpsat(inst, time_limit=30, passes=2) == (214, True)
+
+
+def test_a_detour_through_a_cheap_start_over_the_budget():
+    """P1I.L5's detour: the repair stops just over the budget at a third of the cost of
+    the best start within it (the eviction heuristic's); the descent from it is taken."""
+    inst = p1_instance(random_layered_literature(30, seed=0), 0.9)
+    starts = dict(feasible_first(inst))
+    assert starts["repair"] is None
+    within = min(s.meta["compute_cycles"] for s in starts.values()
+                 if s is not None and s.meta["peak_bytes"] <= inst.budget_bytes)
+    result = solve(inst, "lns", time_limit=30, workers=1, steps=2)
+    verified(inst, result)
+    descent = result.stats["descent"]
+    assert descent["detour"] and descent["taken"] and descent["from"].startswith("heuristic:repair")
+    assert result.objective <= descent["cost"] < within / 2
