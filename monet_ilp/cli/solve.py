@@ -170,8 +170,8 @@ def min_budget_cmd(path: str, time_limit: float, workers: int) -> None:
     then narrows it with half the time left, where it builds in time (its proof holds
     for its class: one pass per stage); the LNS's descent on the interval model (P1I.L5),
     which scales to large graphs, then looks below it with what remains (a fifth of the
-    limit, at least 2 s, after such a proof).  Proven for every schedule when the budget
-    meets the floor.
+    limit, at least 2 s, after such a proof).  The message says which schedules the
+    answer is proven for.
     """
     inst = instance_from(path, None)
     began = time.perf_counter()
@@ -183,27 +183,31 @@ def min_budget_cmd(path: str, time_limit: float, workers: int) -> None:
         estimate = min_budget_estimate(inst, time_limit=0.2 * time_limit)
     with working("minimising the peak (stage model)"):
         budget_bytes, proven = min_budget(inst, time_limit=0.5 * left(), workers=workers)
-    if estimate.upper < budget_bytes or (estimate.proven and not proven):
-        budget_bytes, proven = estimate.upper, estimate.proven
+    # Which schedules the least budget is proven for: every one the evaluator accepts
+    # (the eviction heuristic's floor, tensor by tensor), every P1 schedule (node-level
+    # values: an op's outputs freed together; the interval descent's floor), or the
+    # stage form's class (CP-SAT, one pass per stage).
+    claim = "stage form (one pass per stage)" if proven else None
+    if estimate.upper < budget_bytes or estimate.proven:
+        budget_bytes, claim = estimate.upper, None
     if budget_bytes > estimate.lower:
-        # CP-SAT's proof holds for its class only: the descent may still go below it
-        # (briefly, when there is such a proof; otherwise with all the time left).
-        seconds = min(left(), max(2.0, 0.2 * time_limit)) if proven else left()
+        # A proof over a class may still leave room below it: the descent looks there
+        # (briefly after a proof; otherwise with all the time left).
+        seconds = min(left(), max(2.0, 0.2 * time_limit)) if claim else left()
         with working("minimising the peak (interval model, descent)"):
             found = lowest_peak(inst, time_limit=seconds, workers=workers, starts=[estimate.sequence])
         if found.peak_bytes < budget_bytes or (found.proven and found.peak_bytes <= budget_bytes):
-            budget_bytes, proven = found.peak_bytes, found.proven
+            budget_bytes = found.peak_bytes
+            claim = "every P1 schedule (an op's outputs freed together)" if found.proven else None
     peak = inst.meta.get("store_all_peak_bytes")
     share = f" ({budget_bytes / peak:.3f} of the store-all peak)" if peak else ""
+    floor = f"no schedule exists below {estimate.lower:,} bytes ({estimate.lower_reason})"
     if budget_bytes <= estimate.lower:
         how = "proven for every schedule (no step of any schedule needs less)"
-    elif proven:
-        # CP-SAT's proof holds over its class: one pass of the nodes per stage
-        # (p1_cpsat.md); an order inside a stage that it does not model may need less.
-        how = (f"proven over the stage form (one pass per stage); no schedule exists below "
-               f"{estimate.lower:,} bytes ({estimate.lower_reason})")
+    elif claim:
+        how = f"proven over {claim}; {floor}"
     else:
-        how = f"not proven (time limit); no schedule exists below {estimate.lower:,} bytes ({estimate.lower_reason})"
+        how = f"not proven (time limit); {floor}"
     console.print(f"minimum budget: {budget_bytes:,} bytes{share}, {how}", highlight=False)
 
 
