@@ -227,7 +227,7 @@ def test_min_budget_says_which_schedules_its_proof_holds_for(tmp_path):
 
     path = tmp_path / "r16.json"
     random_layered_literature(16, seed=1).save(path)
-    result = run("min-budget", str(path), "--time-limit", "20")
+    result = run("min-budget", str(path), "--time-limit", "10")
     assert result.returncode == 0, result.stderr
     assert "minimum budget: 214 bytes" in result.stdout
     assert "proven for every schedule" in result.stdout
