@@ -167,9 +167,7 @@ def solve_lns(
         source = "interval"
     # The class grows to hold the start (P1I.L2): an op the start computes more than C
     # times gets as many copies.
-    counts = [max(c) for c in zip(*(p.counts(data.n) for p in [current] + ([detour[0]] if detour else [])),
-                                  strict=True)]
-    copies = [c if c == 1 else max(c, counts[v]) for v, c in enumerate(copies_per_node(data, max_computes))]
+    copies = _copies(data, max_computes, [current] + ([detour[0]] if detour else []))
     if max(copies) > max_computes:
         stats["copies_raised"] = {data.ops[v]: c for v, c in enumerate(copies) if c > max_computes}
         stats["bound_class"] = (class_text(max_computes, True) + ", more for the ops the start "
@@ -330,8 +328,7 @@ def lowest_peak(instance: Instance, *, time_limit: float | None = None, workers:
     plan, source = min(plans, key=lambda p: (p[0].peak, p[0].cost))
     steps = 0
     if not plan.fits(data) and not deadline.passed():
-        counts = plan.counts(data.n)
-        copies = [c if c == 1 else max(c, counts[v]) for v, c in enumerate(copies_per_node(data, max_computes))]
+        copies = _copies(data, max_computes, [plan])
         try:
             im = build_interval_model(data, copies, canonical=False, slack=DESCENT_WINDOW // 2,
                                       capacity=plan.peak, deadline=deadline)
@@ -348,6 +345,13 @@ def lowest_peak(instance: Instance, *, time_limit: float | None = None, workers:
     sequence = sequence_of_plan(data, plan, meta={"backend": "lns", "source": source})
     peak = replay(instance, sequence.steps).peak_bytes
     return LowestPeak(peak, sequence, floor_bytes, steps, source)
+
+
+def _copies(data: P1Data, max_computes: int, plans: list[Plan]) -> list[int]:
+    """``C_v`` of P1I.D1, raised for each node to the computations some of ``plans`` make
+    (the class grows to hold its starts, P1I.L2)."""
+    counts = [max(c) for c in zip(*(p.counts(data.n) for p in plans), strict=True)]
+    return [c if c == 1 else max(c, counts[v]) for v, c in enumerate(copies_per_node(data, max_computes))]
 
 
 def _repair_best_effort(instance: Instance, budget_bytes: int | None = None) -> Sequence | None:
@@ -526,13 +530,12 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
     if top is not None:
         # P1I.C12: the budget once the descent is over; during it, the ceiling, with the
         # filler over the window's positions.
-        over = 0 if ceiling is None else ceiling - data.budget
-        cap = data.budget + over
-        span = (lo, hi + 1) if over else (0, 0)
+        cap = data.budget if ceiling is None else ceiling
+        span = (lo, hi + 1) if cap > data.budget else (0, 0)
         for var, value in ((top.cap, cap), (top.first, span[0]), (top.end, span[1])):
             pin(var, value, value)
             values[var] = value
-        pin(top.fill, 0, over)
+        pin(top.fill, 0, cap - data.budget)
         values[top.fill] = max(0, cap - max(plan.memory(data)[first:last + 1]))
     step = model.clone()
     proto = step.proto
