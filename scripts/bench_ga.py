@@ -16,8 +16,13 @@ system allows it):
   their fronts are the same.  Every point a GA run returns has been evaluated again by
   the reference evaluator (``run_ga`` raises if a fast score differs from it).
 
+The decoder and the fast path run compiled when the package was installed with mypyc
+(``setup.py``); the table's title says which ran.  For the figures of the pure-Python
+sources, run it with ``MONET_ILP_PURE_PYTHON=1``.
+
     python scripts/bench_ga.py --out bench_ga.json
     python scripts/bench_ga.py --quick          # ResNet-18 only, shorter runs
+    MONET_ILP_PURE_PYTHON=1 python scripts/bench_ga.py --quick   # the sources, not compiled
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from monet_ilp import _native
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.fast import fast_metrics
 from monet_ilp.ga.genome import Genome
@@ -141,7 +147,10 @@ def main() -> None:
                                 pins=genes == "pins"))
             console.print(f"{name} ({genes}): fast {rows[-1]['fast_per_s']:,.0f}/s, "
                           f"GA {rows[-1]['ga_fast_per_s']:,.0f}/s", highlight=False)
-    table = Table(title=f"GA scoring, one process{'' if pinned is None else f' pinned to CPU {pinned}'}")
+    status = _native.status()
+    compiled = sorted({v.split(":")[0] for v in status.values()})
+    table = Table(title=f"GA scoring, one process{'' if pinned is None else f' pinned to CPU {pinned}'}; "
+                        f"decoder and fast path: {' / '.join(compiled)}")
     for col in ("instance", "ops", "genes (pin)", "reference ms", "fast ms", "speedup", "fast evals/s",
                 "GA evals/s (fast)", "GA evals/s (reference)", "same front", "front (feasible)", "mismatches"):
         table.add_column(col, justify="left" if col == "instance" else "right")
@@ -154,7 +163,7 @@ def main() -> None:
     console.print(f"median speedup {statistics.median(r['speedup'] for r in rows):.2f}x", highlight=False)
     if args.out:
         with open(args.out, "w") as fh:
-            json.dump({"pinned_cpu": pinned, "rows": rows}, fh, indent=1)
+            json.dump({"pinned_cpu": pinned, "compiled": status, "rows": rows}, fh, indent=1)
         console.print(f"wrote {args.out}")
 
 

@@ -29,8 +29,8 @@ it, and a difference from the fast score is reported as a bug
 from __future__ import annotations
 
 import weakref
+from collections.abc import Mapping  # at run time: the compiled dataclass (setup.py) reads it
 from dataclasses import dataclass
-from itertools import chain
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
@@ -38,9 +38,7 @@ from monet_ilp.evaluate import EnergyBreakdown, objective_value
 from monet_ilp.instance import pj_of
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
-    from monet_ilp.heuristics.decisions import RawSchedule
+    from monet_ilp.heuristics.decoder import RawSchedule
     from monet_ilp.instance import Instance
 
 __all__ = ["FastMetrics", "fast_metrics"]
@@ -111,18 +109,16 @@ def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:
     compute_cycles = compute_pj = recompute_pj = sram_pj = dram_pj = link_pj = 0
     runs, run_pj, pinned_pj = raw.runs, tb.run_pj, tb.pinned_pj
     at_pinned_cost = set(raw.pinned_runs)  # EV.E1.5, as the decoder applied it
-
-    def run_parts(i: int) -> tuple[int, int, int]:
-        """(compute, SRAM, DRAM) pJ of run ``i``."""
-        return (pinned_pj if i in at_pinned_cost else run_pj)[(runs[i][2], runs[i][4])]
-
+    pj_of_run: list[tuple[int, int, int]] = []  # (compute, SRAM, DRAM) pJ of each run
     rerun: dict[str, list[int]] = {}  # op -> indices of its runs placed after the first
     for i, run in enumerate(runs):
-        compute_cycles += run[1] - run[0]
-        c, s, d = run_parts(i)
-        if run[3]:
+        start, end, op, number, core = run
+        compute_cycles += end - start
+        c, s, d = (pinned_pj if i in at_pinned_cost else run_pj)[(op, core)]
+        pj_of_run.append((c, s, d))
+        if number:
             recompute_pj += c + s + d
-            rerun.setdefault(run[2], []).append(i)
+            rerun.setdefault(op, []).append(i)
         else:
             compute_pj += c
             sram_pj += s
@@ -134,7 +130,7 @@ def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:
             earliest = min([placed, *later], key=lambda i: (runs[i][0], runs[i][1], runs[i][3]))
             if earliest != placed:
                 for i, sign in ((placed, -1), (earliest, 1)):
-                    c, s, d = run_parts(i)
+                    c, s, d = pj_of_run[i]
                     compute_pj += sign * c
                     sram_pj += sign * s
                     dram_pj += sign * d
@@ -185,14 +181,20 @@ def _deltas(tb: _Tables, raw: RawSchedule, latency: int) -> dict[str, dict[int, 
     """
     size = tb.bytes
     deltas: dict[str, dict[int, int]] = {m: {} for m in tb.capacity}
-    copies = chain(((m, a, f if f <= latency else max(latency, a), t) for m, a, f, t in raw.freed),
-                   ((m, a, latency, t) for m, a, t in raw.held))
-    for memory, alloc, free, t in copies:
+    for memory, alloc, free, t in raw.freed:
+        if free > latency:
+            free = max(latency, alloc)
         if alloc < free:
             d = deltas[memory]
             n = size[t]
             d[alloc] = d.get(alloc, 0) + n
             d[free] = d.get(free, 0) - n
+    for memory, alloc, t in raw.held:
+        if alloc < latency:
+            d = deltas[memory]
+            n = size[t]
+            d[alloc] = d.get(alloc, 0) + n
+            d[latency] = d.get(latency, 0) - n
     home = tb.persistent_home
     if home is not None and latency > 0:
         held = {home: tb.persistent_bytes}  # persistent tensors: pinned, or at home (EV.E1.5)

@@ -1,0 +1,791 @@
+"""The decoder of :mod:`monet_ilp.heuristics.decisions`: decisions in, a timed schedule out.
+
+The rules it follows are in that module's docstring.  This module holds the decoder's
+per-instance tables (:class:`DecoderPlan`) and its one pass over the ops (``_Decoder``),
+and nothing else, so that it can be compiled: ``setup.py`` compiles it with mypyc when
+the package is installed (the GA decodes thousands of schedules a second; the compiled
+module runs the same code about twice as fast, ``scripts/bench_ga.py``), and
+:mod:`monet_ilp._native` falls back to this source when the compiled module is missing or
+older than it.  Hence the annotations on every attribute: mypyc turns them into typed
+fields.
+"""
+
+from __future__ import annotations
+
+import weakref
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+from monet_ilp.errors import MonetError
+from monet_ilp.graph.ir import OpKind
+from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
+
+if TYPE_CHECKING:
+    from monet_ilp.instance import Instance, LinkSpec
+
+_T = TypeVar("_T")
+
+__all__ = ["READS_CACHE", "DecoderPlan", "RawSchedule", "ReadsByCore", "decode_genes", "decode_placed",
+           "decode_raw", "list_schedule", "plan_of"]
+
+
+# ================================================================= per instance
+class DecoderPlan:
+    """Everything the decoder needs of an instance, computed once (:func:`plan_of` caches it).
+
+    Public attributes the GA reads: ``saved`` (saved activations, in graph order),
+    ``recomputable`` (those with a forward producer to rerun), ``layers`` (in order of
+    first appearance) and ``layer_cores`` (layer -> the cores that run its first op).
+    """
+
+    # Every attribute typed: the compiled module (setup.py) keeps them as typed fields.
+    instance_ref: weakref.ref[Instance]
+    order: tuple[str, ...]
+    size: dict[str, int]
+    graph_inputs: tuple[str, ...]
+    unread_inputs: tuple[str, ...]
+    nin: list[tuple[str, ...]]
+    nout: list[tuple[str, ...]]
+    wait_made: list[tuple[str, ...]]
+    hazard_reads: list[tuple[str, ...]]
+    made: list[tuple[str, ...]]
+    updates: list[tuple[str, ...]]
+    backward: list[bool]
+    costs: list[dict[str, int]]
+    layer_of: list[str]
+    touched: list[tuple[str, ...]]
+    readers: dict[str, tuple[int, ...]]
+    last_read: dict[str, int]
+    saved: tuple[str, ...]
+    saved_index: dict[str, int]
+    layer_index: dict[str, int]
+    layer_cores: dict[str, tuple[str, ...]]
+    core_ids: tuple[str, ...]
+    memory_of: dict[str, str]
+    capacity: dict[str, int]
+    input_home: str
+    inputs_in_sram: bool
+    sequence_form: bool
+    links: dict[str, LinkSpec]
+    pins_modelled: bool
+    work: list[int]
+    layer_persistent: dict[str, tuple[str, ...]]
+    persistent_io: list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None]
+    first_core: list[str]
+
+    def __init__(self, instance: Instance):
+        graph = instance.graph
+        self.instance_ref = weakref.ref(instance)
+        self.order = tuple(op.id for op in graph.ops)
+        self.size = {t.id: t.bytes for t in graph.tensors}
+        persistent = {t.id for t in graph.tensors if t.persistent}
+        self.graph_inputs = tuple(t.id for t in graph.tensors
+                                  if not t.persistent and t.producer is None)
+        self.unread_inputs = tuple(t.id for t in graph.tensors
+                                   if not t.persistent and t.producer is None and not t.consumers)
+        updaters: dict[str, int] = {}  # persistent tensor -> position of its first in-place update
+        for k, op in enumerate(graph.ops):
+            for t in op.updates:
+                updaters.setdefault(t, k)
+        hazard = set(updaters)
+        self.nin, self.nout, self.wait_made, self.hazard_reads, self.made = [], [], [], [], []
+        self.updates, self.backward, self.costs, self.layer_of, self.touched = [], [], [], [], []
+        self.producer_pos: dict[str, int] = {}
+        self.producer_op: dict[str, str] = {}
+        self.graph_outputs: dict[str, tuple[str, ...]] = {}
+        for k, op in enumerate(graph.ops):
+            inputs = tuple(dict.fromkeys(op.inputs))
+            self.nin.append(tuple(t for t in inputs if t not in persistent))
+            self.nout.append(tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent))
+            self.graph_outputs[op.id] = self.nout[-1]
+            # Weight gradients: no copy witnesses them, so wait for the run that makes them.
+            self.wait_made.append(tuple(t for t in inputs if t in persistent
+                                        and graph.tensor(t).producer not in (None, op.id)))
+            self.hazard_reads.append(tuple(t for t in inputs if t in hazard))
+            self.made.append(tuple(t for t in op.outputs if t in persistent))
+            self.updates.append(tuple(dict.fromkeys(op.updates)))
+            self.backward.append(op.kind in (OpKind.BACKWARD_DATA, OpKind.BACKWARD_WEIGHT,
+                                             OpKind.OPTIMIZER))
+            self.costs.append({c.id: instance.costs[op.id][c.id].cycles
+                               for c in instance.cores if c.id in instance.costs.get(op.id, {})})
+            self.layer_of.append(op.layer)
+            self.touched.append(tuple(dict.fromkeys(self.nin[-1] + self.nout[-1])))
+            for t in self.nout[-1]:
+                self.producer_pos[t] = k
+                self.producer_op[t] = op.id
+        # A tensor can be recomputed if a forward (or loss) op that makes nothing
+        # persistent produces it; the rerun must come before any update of its weights.
+        self.recomputable: set[str] = set()
+        self.rerun_deadline: dict[int, int] = {}
+        for k, op in enumerate(graph.ops):
+            if op.kind in (OpKind.FORWARD, OpKind.LOSS) and not self.made[k] and not op.updates:
+                self.recomputable.update(self.nout[k])
+                self.rerun_deadline[k] = min((updaters[t] for t in op.inputs if t in updaters),
+                                             default=len(self.order))
+        # Positions of the ops that read each non-persistent tensor, in order.
+        readers: dict[str, list[int]] = {}
+        for k, ins in enumerate(self.nin):
+            for t in ins:
+                readers.setdefault(t, []).append(k)
+        self.readers = {t: tuple(v) for t, v in readers.items()}
+        self.last_read = {t: v[-1] for t, v in readers.items()}
+        self.saved = tuple(t.id for t in graph.saved_tensors())
+        self.saved_index = {t: i for i, t in enumerate(self.saved)}
+        self.layers: list[str] = []
+        self.ops_of_layer: dict[str, list[int]] = {}
+        self.lead_op: dict[str, str] = {}
+        for k, op in enumerate(graph.ops):
+            if op.layer:
+                if op.layer not in self.ops_of_layer:
+                    self.layers.append(op.layer)
+                self.ops_of_layer.setdefault(op.layer, []).append(k)
+                if op.kind in (OpKind.FORWARD, OpKind.LOSS):
+                    self.lead_op.setdefault(op.layer, op.id)
+        for layer in self.layers:
+            self.lead_op.setdefault(layer, self.order[self.ops_of_layer[layer][0]])
+        self.layer_index = {layer: i for i, layer in enumerate(self.layers)}
+        # The cores a layer's gene ranges over: those that run its lead op.
+        self.layer_cores = {layer: tuple(self.costs[self.order.index(self.lead_op[layer])])
+                            for layer in self.layers}
+        self.core_ids = tuple(c.id for c in instance.cores)
+        self.memory_of = {c.id: c.memory for c in instance.cores}
+        self.capacity = {m.id: m.capacity_bytes for m in instance.memories}
+        # The shared memory data crosses and is offloaded to: the inputs' home (DRAM, P3),
+        # or, when the inputs start in the one core's SRAM (P2), the memory it offloads to.
+        self.input_home = instance.input_home
+        self.inputs_in_sram = instance.memory(self.input_home).kind == "sram"
+        self.shared: str | None = None if self.inputs_in_sram else self.input_home
+        if self.inputs_in_sram and len(instance.cores) == 1 and instance.cores[0].memory == self.input_home:
+            self.shared = next((m.id for m in instance.memories if m.id != self.input_home and any(
+                link.connects(self.input_home, m.id) for link in instance.links)), None)
+        # P1: one core, its SRAM holds everything, nothing to offload to: the decisions
+        # are keep / recompute, and a decoding is a Sequence (:func:`decode_sequence`).
+        self.sequence_form = self.shared is None and len(instance.cores) == 1 and \
+            instance.cores[0].memory == self.input_home
+        self.links = {l.id: l for l in instance.links}
+        self.routes: dict[tuple[str, str], tuple[str, ...]] = {}
+        for a in self.capacity:
+            for b in self.capacity:
+                if a != b:
+                    self.routes[(a, b)] = tuple(l.id for l in instance.links if l.connects(a, b))
+        # Pinning (EV.E1.5): the ops that read each persistent tensor, the persistent
+        # tensors each op reads, its cycles per core when all of them are pinned there,
+        # and the persistent tensors each layer's ops read (the GA's pin genes).
+        self.pins_modelled = instance.persistent_home is not None
+        self.reads_persistent: list[tuple[str, ...]] = []
+        self.persistent_readers: dict[str, list[int]] = {}
+        self.pinned_cycles: list[dict[str, int]] = []
+        for k, op in enumerate(graph.ops):
+            reads = tuple(t for t in dict.fromkeys(op.inputs) if t in persistent)
+            self.reads_persistent.append(reads)
+            for t in reads:
+                self.persistent_readers.setdefault(t, []).append(k)
+            self.pinned_cycles.append({c: cost.cycles for c, cost in instance.pinned_costs.get(op.id, {}).items()}
+                                      if reads else {})
+        self.work = [sum(self.size[t] for t in touched) for touched in self.touched]  # an op's bytes at once
+        self.layer_persistent = {layer: tuple(dict.fromkeys(t for k in self.ops_of_layer[layer]
+                                                            for t in self.reads_persistent[k]))
+                                 for layer in self.layers}
+        self.cycles_cache: dict[tuple[str, str, int], tuple[tuple[str, int], ...]] = {}
+        self.reads_cache: dict[tuple[str, ...], ReadsByCore] = {}
+        # Per op: (wait_made, updates, hazard_reads, made), or None when all four are empty.
+        self.persistent_io = [None if not (w or u or h or m) else (w, u, h, m) for w, u, h, m in
+                              zip(self.wait_made, self.updates, self.hazard_reads, self.made, strict=True)]
+        self.first_core = [next(iter(row)) for row in self.costs]
+
+    def route_cycles(self, src: str, dst: str, nbytes: int) -> tuple[tuple[str, int], ...]:
+        """Each link from ``src`` to ``dst`` with the cycles it takes to move ``nbytes``."""
+        key = (src, dst, nbytes)
+        found = self.cycles_cache.get(key)
+        if found is None:
+            found = self.cycles_cache[key] = tuple((link, self.links[link].transfer_cycles(nbytes))
+                                                  for link in self.routes[(src, dst)])
+        return found
+
+    def reads_by_core(self, core_of: list[str]) -> ReadsByCore:
+        """Where each tensor is read under ``core_of`` (cached: it depends on nothing else)."""
+        key = tuple(core_of)
+        found = self.reads_cache.get(key)
+        if found is not None:
+            return found
+        backward, producer_pos = self.backward, self.producer_pos
+        last_on: dict[str, dict[str, int]] = {c: {} for c in self.core_ids}
+        last_forward_on: dict[str, dict[str, int]] = {c: {} for c in self.core_ids}
+        cross, cross_forward = set(), set()
+        for t, readers in self.readers.items():
+            k = producer_pos.get(t)
+            home = None if k is None else core_of[k]
+            for q in readers:
+                core = core_of[q]
+                last_on[core][t] = q
+                forward = not backward[q]
+                if forward:
+                    last_forward_on[core][t] = q
+                if home is not None and core != home:
+                    cross.add(t)
+                    if forward:
+                        cross_forward.add(t)
+        room: dict[str, int] = {}
+        for k, core in enumerate(core_of):
+            mem = self.memory_of[core]
+            room[mem] = min(room.get(mem, self.capacity[mem]), self.capacity[mem] - self.work[k])
+        if len(self.reads_cache) >= READS_CACHE:
+            self.reads_cache.clear()
+        found = self.reads_cache[key] = ReadsByCore(last_on, last_forward_on, frozenset(cross),
+                                                    frozenset(cross_forward), room)
+        return found
+
+    def core_of_ops(self, cores: Mapping[str, str]) -> list[str]:
+        """The core of every op (by position) under a layer -> core map."""
+        out = []
+        for layer, row, first in zip(self.layer_of, self.costs, self.first_core, strict=True):
+            core = cores.get(layer) if layer else None
+            out.append(core if core in row else first)
+        return out
+
+
+@dataclass(frozen=True)
+class ReadsByCore:
+    """Where a tensor is read under one op-to-core map (:meth:`DecoderPlan.reads_by_core`).
+
+    ``last_on[core][t]`` and ``last_forward_on[core][t]``: the position of the last op on
+    ``core`` that reads ``t``, and of the last forward-phase one; ``cross`` and
+    ``cross_forward``: the tensors (with a producer) that an op, or a forward-phase op,
+    reads on another core than their producer's.
+    """
+
+    last_on: dict[str, dict[str, int]]
+    last_forward_on: dict[str, dict[str, int]]
+    cross: frozenset[str]
+    cross_forward: frozenset[str]
+    #: Per SRAM: its capacity less the most bytes one of its ops touches at once (what
+    #: is left for pins).
+    room: dict[str, int]
+
+
+#: How many op-to-core maps :meth:`DecoderPlan.reads_by_core` remembers (a GA's
+#: population shares few allocations; the cache starts again when full).
+READS_CACHE = 1024
+
+
+_PLANS: dict[int, DecoderPlan] = {}
+
+
+def plan_of(instance: Instance) -> DecoderPlan:
+    """The decoder's tables for ``instance``, built once per instance object."""
+    # Keyed by identity, dropped with the instance (as the evaluator's index).
+    key = id(instance)
+    plan = _PLANS.get(key)
+    if plan is None or plan.instance_ref() is not instance:
+        plan = DecoderPlan(instance)
+        _PLANS[key] = plan
+        weakref.finalize(instance, _PLANS.pop, key, None)
+    return plan
+
+
+def decode_raw(instance: Instance, policy: list[int], layer_core: list[str],
+               pins: Iterable[str] = ()) -> RawSchedule:
+    """:func:`decode_genes` without building the schedule's objects (the GA's fast path,
+    :mod:`monet_ilp.ga.fast`)."""
+    return _placed_genes(instance, policy, layer_core, pins)[1]
+
+
+def decode_genes(instance: Instance, policy: list[int], layer_core: list[str], pins: Iterable[str] = (), *,
+                 tidy: bool = True) -> Schedule:
+    """:func:`decode` from the GA's genes: a policy index (into :data:`POLICIES`) per saved
+    tensor, a core per layer (both in the instance's order), the persistent tensors to
+    pin; no validation.  ``tidy=False`` leaves the schedule's lists in the order they
+    were made (faster; same evaluation)."""
+    return _placed_genes(instance, policy, layer_core, pins)[0].run(tidy=tidy)
+
+
+def decode_placed(instance: Instance, core_of: list[str], policy: list[int], pins: Iterable[str]) -> Schedule:
+    """The timed schedule of ``policy`` (a policy index per saved tensor) with the ops on
+    ``core_of`` (by position) and ``pins``, less the pins a recomputation contradicts."""
+    return _placed(instance, plan_of(instance), core_of, policy, pins)[0].run()
+
+
+def _placed_genes(instance: Instance, policy: list[int], layer_core: list[str],
+                  pins: Iterable[str]) -> tuple[_Decoder, RawSchedule]:
+    plan = plan_of(instance)
+    return _placed(instance, plan, plan.core_of_ops(dict(zip(plan.layers, layer_core, strict=True))), policy, pins)
+
+
+def _placed(instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int],
+            pins: Iterable[str]) -> tuple[_Decoder, RawSchedule]:
+    """A decoder that has placed every op under ``pins`` less those a recomputation
+    contradicts: a rerun on another core than a pinned input's (EV.E1.5 would find the
+    input missing there).  Each such pin is dropped and the decoding starts again."""
+    pins = list(pins)
+    dropped: list[str] = []
+    while True:
+        decoder = _Decoder(instance, plan, core_of, policy, strict=False, heuristic="decisions", pins=pins)
+        raw = decoder.place()
+        if not decoder.conflicts:
+            decoder.unpinned += dropped
+            return decoder, raw
+        dropped += [t for t in pins if t in decoder.conflicts]
+        pins = [t for t in pins if t not in decoder.conflicts]
+
+
+def list_schedule(instance: Instance, core_of_op: list[str], *, heuristic: str) -> Schedule:
+    """Every saved tensor kept, ops on the given cores (by position), an error if an op does not fit."""
+    plan = plan_of(instance)
+    return _Decoder(instance, plan, core_of_op, [0] * len(plan.saved), strict=True,
+                    heuristic=heuristic).run()
+
+
+_INF = float("inf")
+
+
+class RawSchedule(NamedTuple):
+    """A decoded schedule before its objects are built: the fields of each
+    :class:`~monet_ilp.schedule.OpRun` (start, end, op, instance, core) and each
+    :class:`~monet_ilp.schedule.Transfer` (start, end, tensor, src, dst, link) in the
+    order they were made, the makespan, and the copies (EV.E1) they make: a run's output
+    from the run's start, a transfer's from the transfer's start, graph inputs in their
+    home memory from 0."""
+
+    runs: list[tuple[int, int, str, int, str]]
+    transfers: list[tuple[int, int, str, str, str, str]]
+    latency: int
+    #: The copies the decoder freed, as (memory, allocation time, free time, tensor), in
+    #: the order of the frees.
+    freed: list[tuple[str, int, int, str]]
+    #: The copies it never freed, as (memory, allocation time, tensor).
+    held: list[tuple[str, int, str]]
+    #: Graph inputs nobody reads, freed from their home memory at time 0.
+    unread: tuple[str, ...]
+    input_home: str
+    #: Persistent tensor -> the SRAM it is pinned in (EV.E1.5).
+    pinned: dict[str, str]
+    #: Indices (in ``runs``) of the runs at their pinned cost.
+    pinned_runs: list[int]
+
+    def frees(self) -> list[tuple[int, str, str]]:
+        """The fields of each :class:`~monet_ilp.schedule.Free` (time, tensor, memory), in order.
+
+        A free after the makespan is left out (EV.E1.4 keeps the copy until then)."""
+        latency, home = self.latency, self.input_home
+        return [(0, t, home) for t in self.unread] + [(f, t, m) for m, _, f, t in self.freed if f <= latency]
+
+
+class _Decoder:
+    """One decoding: the state of cores, memories and links while ops are placed in order.
+
+    Runs, transfers and frees are collected as tuples in their dataclasses' field
+    order and built into schedule objects once, at the end (the GA decodes thousands).
+    """
+
+    def __init__(self, instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int], *,
+                 strict: bool, heuristic: str, pins: Iterable[str] = ()):
+        if plan.shared is None:
+            raise MonetError("the decoder moves data through a shared memory (DRAM, or the memory one core "
+                             f"offloads to); this instance starts its inputs in SRAM {plan.input_home!r} "
+                             "and has no memory to offload to", field="input_home",
+                             fix="use a P2 or P3 instance (a P1 instance has keep / recompute decisions only)")
+        self.shared: str = plan.shared
+        self.plan, self.core_of, self.strict, self.heuristic = plan, core_of, strict, heuristic
+        self.policy = {t: policy[i] for i, t in enumerate(plan.saved) if policy[i]}  # not keep
+        # Recompute decisions whose rerun would follow an update of its weights become offloads.
+        self.offloaded_instead: list[str] = []
+        for t, p in list(self.policy.items()):
+            if p == 2 and plan.last_read.get(t, 0) >= plan.rerun_deadline[plan.producer_pos[t]]:
+                self.policy[t] = 1
+                self.offloaded_instead.append(t)
+        # Outputs written to DRAM right after they are made: offloads, and tensors that
+        # a reader on another core fetches from there (not a recompute's backward readers).
+        where = plan.reads_by_core(core_of)
+        self.last_on, self.last_forward_on = where.last_on, where.last_forward_on
+        chosen = self.policy
+        self.to_shared: set[str] = {t for t, p in chosen.items() if p == 1 and t in plan.producer_pos}
+        self.to_shared.update(t for t in where.cross if t not in chosen)
+        self.to_shared.update(t for t in where.cross_forward if chosen.get(t) == 2)
+        self.size = plan.size
+        self.cursor = {m: 0 for m in plan.memory_of.values()}
+        self.core_free = {c: 0 for c in plan.core_ids}
+        self.resident: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
+        self.used = {m: 0 for m in plan.memory_of.values()}
+        # Pins (EV.E1.5): a persistent tensor whose readers, reruns included, all run on
+        # one core is held in that core's SRAM all iteration; otherwise it stays in
+        # persistent_home.
+        self.pinned: dict[str, str] = {}
+        self.unpinned: list[str] = []
+        self.conflicts: set[str] = set()  # pinned inputs of a rerun on another core
+        self.placed: RawSchedule | None = None
+        pins = list(pins)
+        reruns = self._rerun_cores() if pins else {}
+        room = dict(where.room)  # per SRAM: what is left for pins next to its largest op
+        for t in pins:
+            readers = plan.persistent_readers.get(t, ())
+            on = {core_of[q] for q in readers}
+            for q in readers:
+                on.update(reruns.get(q, ()))
+            mem = plan.memory_of[next(iter(on))] if len(on) == 1 and plan.pins_modelled else None
+            if mem is not None and plan.size[t] <= room[mem]:
+                self.pinned[t] = mem
+                self.used[mem] += plan.size[t]
+                room[mem] -= plan.size[t]
+            else:
+                self.unpinned.append(t)
+        # Per op: the memory its persistent inputs are all pinned in (its pinned cost
+        # there), or None; the runs placed at their pinned cost (by index in ``runs``).
+        self.pinned_in: list[str | None] | None = None
+        self.pinned_runs: list[int] = []
+        if self.pinned:
+            self.pinned_in = [None] * len(plan.order)
+            for k in {q for t in self.pinned for q in plan.persistent_readers[t]}:
+                held = {self.pinned.get(t) for t in plan.reads_persistent[k]}
+                if len(held) == 1:
+                    self.pinned_in[k] = held.pop()
+        # Per memory: tensor -> when a transfer out of it ends (its copy stays until then).
+        self.read_until: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
+        self.in_shared: dict[str, int] = {} if plan.inputs_in_sram else {t: 0 for t in plan.graph_inputs}
+        self.made_at: dict[str, int] = {}
+        self.read_end: dict[str, int] = {}
+        self.runs_of = [0] * len(plan.order)
+        self.runs: list[tuple[int, int, str, int, str]] = []  # the fields of an OpRun (_RUN_FIELDS)
+        self.transfers: list[tuple[int, int, str, str, str, str]] = []  # of a Transfer
+        self.busy_starts: dict[str, list[int]] = {l: [] for l in plan.links}
+        self.busy_ends: dict[str, list[int]] = {l: [] for l in plan.links}
+        self.evicted: list[list[str]] = []
+        self.over: list[list[str | int]] = []  # [op, memory, bytes needed]
+        # EV.E1 copies as they are made and freed: per memory, the allocation time of each
+        # resident copy, and the (time, bytes) changes of the copies' lifetimes (RawSchedule).
+        self.alloc: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
+        # The shared memory's copies (never freed): read graph inputs, and what is written there.
+        unread = set(plan.unread_inputs)
+        read_inputs = [t for t in plan.graph_inputs if t not in unread]
+        if plan.inputs_in_sram:  # they start resident in the one core's SRAM (P2)
+            home = plan.input_home
+            self.shared_copies = []
+            for t in read_inputs:
+                self.resident[home][t] = self.alloc[home][t] = 0
+                self.used[home] += plan.size[t]
+        else:
+            self.shared_copies = [(self.shared, 0, t) for t in read_inputs]
+        self.lifetimes: list[tuple[str, int, int, str]] = []  # (memory, allocation, free, tensor)
+
+    def _rerun_cores(self) -> dict[int, set[str]]:
+        """The cores each op may be rerun on (a superset): the cores that read a
+        ``recompute`` output of it, and, down the chain, a rerun's cores for the producers
+        of its inputs that it may have to recompute (a ``recompute`` one, or one with no
+        copy written to DRAM)."""
+        plan, core_of = self.plan, self.core_of
+        producer_pos, recomputable = plan.producer_pos, plan.recomputable
+        reruns: dict[int, set[str]] = {}
+        for t, p in self.policy.items():
+            if p == 2 and t in producer_pos:
+                reruns.setdefault(producer_pos[t], set()).update(core_of[q] for q in plan.readers.get(t, ()))
+        for k in range(max(reruns, default=-1), -1, -1):  # producers come before their readers
+            cores = reruns.get(k)
+            if not cores:
+                continue
+            for u in plan.nin[k]:
+                if u in recomputable and (self.policy.get(u) == 2 or u not in self.to_shared):
+                    j = producer_pos[u]
+                    if j in reruns:
+                        reruns[j] |= cores
+                    else:
+                        reruns[j] = set(cores)
+        return reruns
+
+    # ------------------------------------------------------------------ links
+    def _move(self, tensor: str, src: str, dst: str, ready: int) -> tuple[int, int]:
+        """Book the link from ``src`` to ``dst`` that delivers ``tensor`` first, from ``ready`` on."""
+        best = None
+        for link, cycles in self.plan.route_cycles(src, dst, self.size[tensor]):
+            starts, ends = self.busy_starts[link], self.busy_ends[link]
+            t = ready
+            i = bisect_right(ends, t)  # intervals are disjoint: ends are sorted too
+            n = len(starts)
+            while i < n and starts[i] < t + cycles:
+                if ends[i] > t:
+                    t = ends[i]
+                i += 1
+            if best is None or t + cycles < best[0]:
+                best = (t + cycles, t, link)
+        if best is None:
+            raise MonetError(f"no link joins {src!r} and {dst!r}", field="links",
+                             fix="add a link between every core's SRAM and the shared memory")
+        end, start, link = best
+        if end > start:
+            starts = self.busy_starts[link]
+            i = bisect_right(starts, start)
+            starts.insert(i, start)
+            self.busy_ends[link].insert(i, end)
+        self.transfers.append((start, end, tensor, src, dst, link))
+        return start, end
+
+    def _write_shared(self, tensor: str, mem: str, ready: int) -> None:
+        """Copy ``tensor`` from ``mem`` to the shared memory (where it then stays); the copy in
+        ``mem`` is kept until the transfer ends."""
+        begin, end = self._move(tensor, mem, self.shared, ready)
+        self.in_shared[tensor] = end
+        self.shared_copies.append((self.shared, begin, tensor))
+        until = self.read_until[mem]
+        until[tensor] = max(until.get(tensor, 0), end)
+
+    # ---------------------------------------------------------------- memories
+    def _next_read(self, tensor: str, core: str, after: int) -> int | None:
+        """The position of the next op after ``after`` that reads ``tensor`` on ``core``."""
+        core_of = self.core_of
+        for q in self.plan.readers.get(tensor, ()):
+            if q > after and core_of[q] == core:
+                return q
+        return None
+
+    def _release(self, tensor: str, mem: str) -> None:
+        at = self.resident[mem].pop(tensor)
+        cursor = self.cursor[mem]
+        if cursor > at:
+            at = cursor
+        until = self.read_until[mem].get(tensor, 0)
+        if until > at:
+            at = until
+        self.lifetimes.append((mem, self.alloc[mem].pop(tensor), at, tensor))  # a free, and its copy
+        self.used[mem] -= self.size[tensor]
+        self.cursor[mem] = at
+
+    def _make_room(self, mem: str, need: int, protected: set[str], core: str, here: int,
+                   op: str) -> None:
+        """Evict (Belady) until ``need`` more bytes fit in ``mem``; never a protected tensor."""
+        capacity = self.plan.capacity[mem]
+        resident = self.resident[mem]
+        while self.used[mem] + need > capacity:
+            victim, key = None, None
+            for t in resident:
+                if t in protected:
+                    continue
+                nxt = self._next_read(t, core, here)
+                k = (_INF if nxt is None else nxt, t)
+                if key is None or k > key:
+                    victim, key = t, k
+            if victim is None or key is None:
+                self.over.append([op, mem, self.used[mem] + need])
+                return
+            if key[0] != _INF and victim not in self.in_shared and self.policy.get(victim) != 2:
+                self._write_shared(victim, mem, max(self.cursor[mem], resident[victim]))
+            self.evicted.append([victim, mem, op])
+            self._release(victim, mem)
+
+    def _recomputes(self, t: str, backward: bool) -> bool:
+        """Whether a read of ``t`` that finds no copy in its SRAM reruns its producer."""
+        return t in self.plan.recomputable and (
+            t not in self.in_shared or (backward and self.policy.get(t) == 2))
+
+    def _materialize(self, t: str, core: str, here: int, protected: set[str], backward: bool) -> None:
+        """Make ``t`` resident in ``core``'s SRAM for a read at position ``here``."""
+        plan = self.plan
+        mem = plan.memory_of[core]
+        if t in self.resident[mem]:  # e.g. made by the rerun for an earlier input
+            protected.add(t)
+            return
+        if self._recomputes(t, backward):
+            self._recompute(t, core, here, protected)
+            protected.add(t)
+            return
+        shared_ready = self.in_shared.get(t)
+        if shared_ready is None:
+            raise MonetError(f"tensor {t!r} has no copy that {core!r} can fetch", field="schedule",
+                             fix="this is a bug in the decoder")
+        size = self.size[t]
+        if self.used[mem] + size > plan.capacity[mem]:
+            self._make_room(mem, size, protected, core, here, plan.order[here])
+        cursor = self.cursor[mem]
+        start, end = self._move(t, self.shared, mem, max(shared_ready, cursor))
+        self.resident[mem][t] = end
+        self.alloc[mem][t] = start
+        self.used[mem] += size
+        if start > cursor:
+            self.cursor[mem] = start
+        protected.add(t)
+
+    def _recompute(self, t: str, core: str, here: int, protected: set[str]) -> None:
+        """Rerun the producer of ``t`` on ``core`` for a read at position ``here``."""
+        plan = self.plan
+        k = plan.producer_pos[t]
+        if here >= plan.rerun_deadline[k]:
+            raise MonetError(f"tensor {t!r} would be recomputed after its weights are updated",
+                             field=f"tensors.{t}", fix='use "offload" or "keep" for it')
+        if core not in plan.costs[k]:
+            raise MonetError(f"op {plan.order[k]!r} cannot be recomputed on {core!r}",
+                             field=f"tensors.{t}", fix='use "offload" or "keep" for it')
+        self._run(k, core, here, set(protected), recompute=True)
+        # The outer op's inputs stay protected; what else the rerun touched goes if unread.
+        mem = plan.memory_of[core]
+        resident = self.resident[mem]
+        for x in plan.touched[k]:
+            if (x != t and x not in protected and x in resident
+                    and self.last_on[core].get(x, -1) < here):  # no read from here on
+                self._release(x, mem)
+
+    def _run(self, k: int, core: str, here: int, protected: set[str], *, recompute: bool) -> int:
+        """Place a run of the op at position ``k`` on ``core`` (for position ``here``); its end.
+
+        The decoder's inner loop: ``if`` rather than ``max``, and the persistent-tensor
+        bookkeeping only for the ops that have some (``DecoderPlan.persistent_io``).
+        """
+        plan = self.plan
+        mem = plan.memory_of[core]
+        resident = self.resident[mem]
+        ins = plan.nin[k]
+        missing = []
+        for t in ins:
+            if t in resident:
+                protected.add(t)
+            else:
+                missing.append(t)
+        if missing:
+            backward = recompute or plan.backward[k]
+            if len(missing) > 1:  # reruns first, while fewer fetched inputs are protected
+                missing.sort(key=lambda t: not self._recomputes(t, backward))
+            for t in missing:
+                self._materialize(t, core, here, protected, backward)
+        size = self.size
+        outs = plan.nout[k]
+        need = 0
+        for t in outs:
+            if t not in resident:
+                need += size[t]
+        op = plan.order[k]
+        if need and self.used[mem] + need > plan.capacity[mem]:
+            self._make_room(mem, need, protected, core, here, op)
+        # The earliest start: the core free, the memory's cursor, the inputs arrived.
+        start = self.core_free[core]
+        at = self.cursor[mem]
+        if at > start:
+            start = at
+        for t in ins:
+            at = resident[t]
+            if at > start:
+                start = at
+        if recompute:
+            for t in outs:  # a rerun rewrites a resident copy (EV.E1.2) once it has arrived
+                at = resident.get(t, 0)
+                if at > start:
+                    start = at
+        io = plan.persistent_io[k]
+        if io is not None:
+            wait_made, updates, hazard_reads, made = io
+            for t in wait_made:
+                at = self.made_at.get(t, 0)
+                if at > start:
+                    start = at
+            for t in updates:
+                at = self.read_end.get(t, 0)
+                if at > start:
+                    start = at
+        cycles = plan.costs[k][core]
+        if self.pinned_in is not None:  # EV.E1.5: every persistent input pinned here, the pinned cost
+            if self.pinned_in[k] == mem and core in plan.pinned_cycles[k]:
+                cycles = plan.pinned_cycles[k][core]
+                self.pinned_runs.append(len(self.runs))
+            elif recompute:
+                self.conflicts.update(t for t in plan.reads_persistent[k] if self.pinned.get(t, mem) != mem)
+        end = start + cycles
+        number = self.runs_of[k]
+        self.runs_of[k] = number + 1
+        self.runs.append((start, end, op, number, core))
+        self.core_free[core] = end
+        if io is not None:
+            read_end = self.read_end
+            for t in hazard_reads:
+                if read_end.get(t, 0) < end:
+                    read_end[t] = end
+            for t in made:
+                self.made_at[t] = end
+        alloc = self.alloc[mem]
+        for t in outs:
+            if t not in resident:
+                resident[t] = end
+                alloc[t] = start
+                self.used[mem] += size[t]
+            protected.add(t)
+        if end > self.cursor[mem]:
+            self.cursor[mem] = end
+        return end
+
+    # ------------------------------------------------------------------ driver
+    def run(self, *, tidy: bool = True) -> Schedule:
+        """Decode; ``tidy`` sorts the schedule's lists (the evaluator does not need it)."""
+        raw = self.placed or self.place()
+        runs, transfers, frees = raw.runs, raw.transfers, raw.frees()
+        if tidy:
+            runs.sort()
+            transfers.sort()
+            frees.sort()
+        meta = {"heuristic": self.heuristic, "latency_cycles": raw.latency,
+                "recomputations": len(runs) - len(self.plan.order),
+                "repairs": {"evicted": self.evicted, "over_capacity": self.over,
+                            "offloaded_instead": self.offloaded_instead, "unpinned": self.unpinned}}
+        return Schedule(_build(OpRun, _RUN_FIELDS, runs), _build(Transfer, _TRANSFER_FIELDS, transfers),
+                        _build(Free, _FREE_FIELDS, frees), pinned=tuple(sorted(self.pinned.items())), meta=meta)
+
+    def place(self) -> RawSchedule:
+        """Place every op in order; the schedule as the field tuples of its runs, transfers and frees."""
+        plan = self.plan
+        if self.strict:
+            self._check_fit()
+        policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
+        backward, touched, memory_of = plan.backward, plan.touched, plan.memory_of
+        last_on, last_forward_on = self.last_on, self.last_forward_on
+        if plan.inputs_in_sram:  # offloaded graph inputs are written to the shared memory first
+            home = plan.input_home
+            for t in plan.graph_inputs:
+                if policy.get(t) == 1 and t in self.resident[home]:
+                    self._write_shared(t, home, 0)
+        for k, core in enumerate(self.core_of):
+            mem = memory_of[core]
+            end = self._run(k, core, k, set(), recompute=False)
+            for t in plan.nout[k]:  # other cores, or the offload policy, read it from DRAM
+                if t in to_shared and t not in in_shared:
+                    self._write_shared(t, mem, end)
+            forward = not backward[k]
+            resident = self.resident[mem]
+            last_here, last_forward_here = last_on[core], last_forward_on[core]
+            for t in touched[k]:
+                if t not in resident:
+                    continue
+                if last_here.get(t, -1) <= k:  # no later read on this core
+                    self._release(t, mem)
+                elif forward and t in policy and last_forward_here.get(t, -1) <= k:
+                    self._release(t, mem)  # offload / recompute: gone after the forward phase
+        runs, transfers = self.runs, self.transfers
+        latency = max([r[1] for r in runs] + [x[1] for x in transfers], default=0)
+        held = [(m, a, t) for m, resident in self.alloc.items() for t, a in resident.items()]
+        held += self.shared_copies
+        self.placed = RawSchedule(runs, transfers, latency, self.lifetimes, held, plan.unread_inputs,
+                                  plan.input_home, self.pinned, self.pinned_runs)
+        return self.placed
+
+    def _check_fit(self) -> None:
+        plan = self.plan
+        for k, op in enumerate(plan.order):
+            core = self.core_of[k]
+            mem = plan.memory_of[core]
+            need = sum(self.size[t] for t in plan.touched[k])
+            if need > plan.capacity[mem]:
+                raise MonetError(f"op {op!r} needs {need} bytes at once, more than {mem!r} holds "
+                                 f"({plan.capacity[mem]} bytes)", field=f"memories.{mem}.capacity",
+                                 fix="give the core more SRAM, or allocate the op elsewhere")
+
+
+_RUN_FIELDS = ("start", "end", "op", "instance", "core")
+_TRANSFER_FIELDS = ("start", "end", "tensor", "src", "dst", "link")
+_FREE_FIELDS = ("time", "tensor", "memory")
+
+
+def _build(cls: type[_T], names: tuple[str, ...], rows: Seq[tuple[object, ...]]) -> tuple[_T, ...]:
+    """Frozen dataclass instances from field tuples, without the per-field ``__setattr__`` of
+    their ``__init__`` (2-3x faster; equal, hashable and ordered like any other instance)."""
+    new = object.__new__
+    out = []
+    for row in rows:
+        obj = new(cls)
+        obj.__dict__.update(zip(names, row, strict=True))
+        out.append(obj)
+    return tuple(out)
