@@ -9,7 +9,6 @@ or heuristic code.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -17,7 +16,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from monet_ilp.errors import MonetError
-from monet_ilp.instance import Instance, Objective, pj_of
+from monet_ilp.instance import Instance, Objective, per_instance, pj_of
 from monet_ilp.schedule import (
     Compute,
     Free,
@@ -30,6 +29,8 @@ from monet_ilp.schedule import (
 )
 
 if TYPE_CHECKING:
+    import weakref
+
     from monet_ilp.graph.ir import Op
 
 __all__ = [
@@ -286,7 +287,6 @@ class _Index:
 
     def __init__(self, instance: Instance):
         graph = instance.graph
-        self.instance_ref = weakref.ref(instance)
         self.bytes = {t.id: t.bytes for t in graph.tensors}
         self.persistent = frozenset(t.id for t in graph.tensors if t.persistent)
         producer = {t.id: t.producer for t in graph.tensors}
@@ -305,7 +305,7 @@ class _Index:
         self.modelled = instance.persistent_home is not None
 
 
-_INDEX_CACHE: dict[int, _Index] = {}
+_INDEX_CACHE: dict[int, tuple[weakref.ref[Instance], _Index]] = {}
 _start_end = attrgetter("start", "end")
 #: Runs on a core or transfers on a link: what may not overlap.
 _Interval = TypeVar("_Interval", OpRun, Transfer)
@@ -341,15 +341,7 @@ def best_verified(instance: Instance, candidates: Iterable[tuple[str, Schedule |
 
 
 def _index_of(instance: Instance) -> _Index:
-    # Instances hold mappings, so they cannot be hashed: key the cache by identity
-    # and drop the entry when the instance dies (so ids are never confused).
-    key = id(instance)
-    index = _INDEX_CACHE.get(key)
-    if index is None or index.instance_ref() is not instance:
-        index = _Index(instance)
-        _INDEX_CACHE[key] = index
-        weakref.finalize(instance, _INDEX_CACHE.pop, key, None)
-    return index
+    return per_instance(_INDEX_CACHE, instance, _Index)
 
 
 # ================================================================ violations

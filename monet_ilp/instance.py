@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.graph.ir import TrainingGraph, read_json
@@ -94,6 +95,27 @@ class LinkSpec:
 
 def _frozen_costs(table: Mapping[str, Mapping[str, OpCost]]) -> Mapping[str, Mapping[str, OpCost]]:
     return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in table.items()})
+
+
+_T = TypeVar("_T")
+
+
+def per_instance(cache: dict[int, tuple[weakref.ref[Instance], _T]], instance: Instance,
+                 build: Callable[[Instance], _T]) -> _T:
+    """``build(instance)``, once per instance object, remembered in ``cache``.
+
+    Instances hold mappings, so they cannot be hashed: the cache is keyed by identity,
+    and an entry goes when its instance does (so an id is never confused with a later
+    object's).  The evaluator's, the decoder's and the fast path's tables are kept so.
+    """
+    key = id(instance)
+    found = cache.get(key)
+    if found is not None and found[0]() is instance:
+        return found[1]
+    value = build(instance)
+    cache[key] = (weakref.ref(instance), value)
+    weakref.finalize(instance, cache.pop, key, None)
+    return value
 
 
 def pj_of(nbytes: int, fj_per_byte: int) -> int:

@@ -28,16 +28,17 @@ it, and a difference from the fast score is reported as a bug
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping  # at run time: the compiled dataclass (setup.py) reads it
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from monet_ilp.evaluate import EnergyBreakdown, objective_value
-from monet_ilp.instance import pj_of
+from monet_ilp.instance import per_instance, pj_of
 
 if TYPE_CHECKING:
+    import weakref
+
     from monet_ilp.heuristics.decoder import RawSchedule
     from monet_ilp.instance import Instance
 
@@ -65,7 +66,6 @@ class _Tables:
     def __init__(self, instance: Instance):
         graph = instance.graph
         persistent = {t.id for t in graph.tensors if t.persistent}
-        self.instance_ref = weakref.ref(instance)
         self.bytes = {t.id: t.bytes for t in graph.tensors}
         # (op, core) -> (compute pJ, SRAM pJ, DRAM pJ) of a run there, and of a run whose
         # persistent inputs are all pinned in that core's memory (EV.E1.5).
@@ -84,16 +84,11 @@ class _Tables:
         self.transfer_pj: dict[tuple[str, str, str, str], tuple[int, int, int]] = {}
 
 
-_TABLES: dict[int, _Tables] = {}
+_TABLES: dict[int, tuple[weakref.ref[Instance], _Tables]] = {}
 
 
 def _tables_of(instance: Instance) -> _Tables:
-    key = id(instance)
-    tables = _TABLES.get(key)
-    if tables is None or tables.instance_ref() is not instance:
-        tables = _TABLES[key] = _Tables(instance)
-        weakref.finalize(instance, _TABLES.pop, key, None)
-    return tables
+    return per_instance(_TABLES, instance, _Tables)
 
 
 def fast_metrics(instance: Instance, raw: RawSchedule) -> FastMetrics:

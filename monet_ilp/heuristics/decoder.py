@@ -12,7 +12,6 @@ fields.
 
 from __future__ import annotations
 
-import weakref
 from bisect import bisect_right
 from collections.abc import Iterable, Mapping
 from collections.abc import Sequence as Seq
@@ -21,9 +20,12 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import OpKind
+from monet_ilp.instance import per_instance
 from monet_ilp.schedule import Free, OpRun, Schedule, Transfer
 
 if TYPE_CHECKING:
+    import weakref
+
     from monet_ilp.instance import Instance, LinkSpec
 
 _T = TypeVar("_T")
@@ -42,7 +44,6 @@ class DecoderPlan:
     """
 
     # Every attribute typed: the compiled module (setup.py) keeps them as typed fields.
-    instance_ref: weakref.ref[Instance]
     order: tuple[str, ...]
     size: dict[str, int]
     graph_inputs: tuple[str, ...]
@@ -78,7 +79,6 @@ class DecoderPlan:
 
     def __init__(self, instance: Instance):
         graph = instance.graph
-        self.instance_ref = weakref.ref(instance)
         self.order = tuple(op.id for op in graph.ops)
         self.size = {t.id: t.bytes for t in graph.tensors}
         persistent = {t.id for t in graph.tensors if t.persistent}
@@ -271,19 +271,12 @@ class ReadsByCore:
 READS_CACHE = 1024
 
 
-_PLANS: dict[int, DecoderPlan] = {}
+_PLANS: dict[int, tuple[weakref.ref[Instance], DecoderPlan]] = {}
 
 
 def plan_of(instance: Instance) -> DecoderPlan:
     """The decoder's tables for ``instance``, built once per instance object."""
-    # Keyed by identity, dropped with the instance (as the evaluator's index).
-    key = id(instance)
-    plan = _PLANS.get(key)
-    if plan is None or plan.instance_ref() is not instance:
-        plan = DecoderPlan(instance)
-        _PLANS[key] = plan
-        weakref.finalize(instance, _PLANS.pop, key, None)
-    return plan
+    return per_instance(_PLANS, instance, DecoderPlan)
 
 
 def decode_raw(instance: Instance, policy: list[int], layer_core: list[str],
