@@ -7,9 +7,12 @@ import json
 import subprocess
 import sys
 
+import numpy as np
+
 from monet_ilp.analysis.bounds import combinatorial_bounds, lower_bounds
 from monet_ilp.analysis.grade import grade, load_points
 from monet_ilp.evaluate import evaluate
+from monet_ilp.ga.genome import Genome
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.memory_aware import memory_aware_schedule
@@ -35,6 +38,37 @@ def test_combinatorial_bounds_are_below_the_optimum():
         for b in combinatorial_bounds(inst):
             if b.value is not None:
                 assert b.value <= best.objective + 1e-9, (objective, b)
+
+
+def test_the_pinned_path_lp_is_below_the_optimum_where_the_weights_do_not_fit():
+    """BD.B9 on mlp depth 2 on one core at 512 KiB (2.1 MB of weights): far above the
+    critical path, below CP-SAT's proven optimum, and it is the bound the solver reports
+    while it has nothing better."""
+    inst = make_instance(zoo.mlp(depth=2), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P3",
+                         objective="latency", sram_budget=512 * 1024)
+    bounds = {b.name: b.value for b in combinatorial_bounds(inst)}
+    assert bounds["pinned_path"] >= 1.4 * bounds["critical_path"]
+    best = solve(inst, "cpsat", time_limit=60, workers=2)
+    assert best.status is Status.OPTIMAL
+    assert bounds["pinned_path"] <= best.objective
+
+
+def test_the_pinned_path_lp_holds_for_random_decoded_schedules():
+    """BD.B9 on ResNet-18 at 3 MiB per core (89 MB of weights, 12 MiB of SRAM): every
+    random decoding the evaluator accepts, pins and all, is at least that long."""
+    inst = make_instance(zoo.resnet18(batch=1), preset("edge_tpu", n_pe_x=2, n_pe_y=2), problem="P3",
+                         objective="latency", sram_budget=3 * 2**20)
+    bounds = {b.name: b.value for b in combinatorial_bounds(inst)}
+    assert bounds["pinned_path"] > bounds["critical_path"]
+    genome = Genome(inst)
+    rng = np.random.default_rng(3)
+    checked = 0
+    for _ in range(40):
+        metrics = evaluate(inst, genome.decode(rng.integers(genome.lower, genome.upper + 1)))
+        if metrics.feasible:
+            checked += 1
+            assert metrics.latency_cycles >= bounds["pinned_path"]
+    assert checked >= 10
 
 
 def test_bounds_hold_for_heuristic_schedules_too():

@@ -1,4 +1,4 @@
-"""The combinatorial lower bounds (BD.B1-B6 of ``formulations/bounds.md``), from the P3 data.
+"""The combinatorial lower bounds (BD.B1-B6, B9 of ``formulations/bounds.md``), from the P3 data.
 
 Valid for every schedule the evaluator accepts, so any backend may report them (also
 when it stops before its own solver has a bound, ``formulations/time_limits.md``),
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
+from monet_ilp.problems.p3.latency import pin_room, pinned_path_bound, work_bound
 from monet_ilp.problems.p3.relax import energy_relaxation
 
 if TYPE_CHECKING:
@@ -52,7 +53,7 @@ class Bound:
 
 def combinatorial_bounds(instance: Instance, objective: Objective | None = None, *,
                          relaxation_limit: float | None = None) -> list[Bound]:
-    """The closed-form bounds (BD.B1-B6 of ``formulations/bounds.md``) for a P3 (or P2) instance.
+    """The closed-form bounds (BD.B1-B6, B9 of ``formulations/bounds.md``) for a P3 (or P2) instance.
 
     With ``relaxation_limit`` (seconds) and an energy or weighted objective, also the
     pivot relaxation (BD.E, :func:`~monet_ilp.problems.p3.relax.energy_relaxation`),
@@ -65,15 +66,19 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
                              runtime_limit_cycles=None)
     data = p3_data(p3)
     path = data.critical_path_cycles()
-    cheapest = [min(list(op.cycles.values()) + list(op.pinned_cycles.values())) for op in data.ops]
     cores = len(data.cores)
-    work = -(-sum(cheapest) // cores)
-    latency = max(path, work)
+    work = work_bound(data)
+    pinned = pinned_path_bound(data)
+    latency = max(path, work, pinned or 0)
     out = []
     every = "every schedule"
     if objective is Objective.LATENCY:
         out.append(Bound("critical_path", "combinatorial", path, every, detail="fastest core per op"))
         out.append(Bound("work", "combinatorial", work, every, detail=f"cheapest work over {cores} cores"))
+        if pinned is not None:
+            out.append(Bound("pinned_path", "combinatorial", pinned, every,
+                             detail=f"critical path and work with the pins sharing {pin_room(data)} bytes "
+                                    "of SRAM (the LP BD.B9)"))
     if objective in (Objective.ENERGY, Objective.WEIGHTED):
         runs = sum(min(list(op.energy_pj.values()) + list(op.pinned_energy_pj.values())) for op in data.ops)
         runs = max(runs, _pinning_knapsack(data))
@@ -146,8 +151,7 @@ def _pinning_knapsack(data: P3Data) -> int:
             total = sum(data.persistent[p].bytes for p in op.persistent_reads)
             for p in op.persistent_reads:  # pro rata: the saving needs all of them pinned
                 value[p] += saving * data.persistent[p].bytes / total if total else saving
-    srams = {data.memory_of[c] for c in data.cores}
-    room: float = max(sum(data.capacity[m] for m in srams) - data.min_sram_bytes(), 0)
+    room: float = pin_room(data)
     items = sorted(((value[p.index], p.bytes) for p in data.persistent if p.pin_memories and value[p.index] > 0),
                    key=lambda vb: vb[0] / max(vb[1], 1), reverse=True)
     saved = 0.0
@@ -177,7 +181,7 @@ def combinatorial_bound(instance: Instance, *, relaxation_limit: float | None = 
 
 
 def backend_floor(instance: Instance, deadline: Deadline) -> int | float | None:
-    """The bound a P3 backend reports when its own is weaker: BD.B1-B6, and BD.E on energy.
+    """The bound a P3 backend reports when its own is weaker: BD.B1-B6, B9, and BD.E on energy.
 
     The pivot relaxation gets :data:`RELAXATION_SHARE` of the time left, at most
     :data:`RELAXATION_AT_MOST` seconds; on a latency objective nothing is solved.

@@ -34,6 +34,7 @@ from monet_ilp.engines.milp import RowModel, safe_ceil
 from monet_ilp.heuristics.decisions import Decisions, plan_of
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
+from monet_ilp.problems.p3.latency import latency_floor
 
 __all__ = ["MAX_PAIRS", "EnergyRelaxation", "energy_relaxation", "relaxation_decisions"]
 
@@ -212,7 +213,7 @@ def _solve(
     )
     data = p3_data(view)
     model, pivots = _build(data)
-    offset = float(data.static_pj(_latency_floor(data)))
+    offset = float(data.static_pj(latency_floor(data)))  # static energy grows with the latency
     milp = model.milp(offset)
     best: tuple[int, str] | None = None
     values = None
@@ -241,12 +242,6 @@ def _solve(
         detail,
     )
     return result, data, model, values
-
-
-def _latency_floor(data: P3Data) -> int:
-    """BD.B1 and BD.B2: the static energy is increasing in the latency (as BD.B3)."""
-    cheapest = [min(list(op.cycles.values()) + list(op.pinned_cycles.values())) for op in data.ops]
-    return max(data.critical_path_cycles(), -(-sum(cheapest) // len(data.cores)))
 
 
 def _ancestry(data: P3Data) -> tuple[list[int], list[int]]:
