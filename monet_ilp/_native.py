@@ -55,7 +55,7 @@ def _reasons() -> dict[str, str]:
         source, built = _paths(name)
         key = source.relative_to(_ROOT.parent).as_posix()
         if not built:
-            out[name] = "not compiled"
+            out[name] = "not compiled (pip install with a C compiler compiles it)"
         elif pure:
             out[name] = "MONET_ILP_PURE_PYTHON is set"
         elif record.get(key) != hashlib.sha256(source.read_bytes()).hexdigest():
