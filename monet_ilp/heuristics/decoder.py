@@ -76,6 +76,36 @@ class DecoderPlan:
     layer_persistent: dict[str, tuple[str, ...]]
     persistent_io: list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None]
     first_core: list[str]
+    # The same by number (_index): tensors, cores, memories, links.
+    tensor_ids: list[str]
+    tensor_index: dict[str, int]
+    tsize: list[int]
+    rank: list[int]
+    mem_ids: list[str]
+    mem_index: dict[str, int]
+    core_index: dict[str, int]
+    imemory_of: list[int]
+    core_mems: list[int]
+    icapacity: list[int]
+    inin: list[tuple[int, ...]]
+    inout: list[tuple[int, ...]]
+    itouched: list[tuple[int, ...]]
+    ireads_persistent: list[tuple[int, ...]]
+    ireaders: list[tuple[int, ...]]
+    iproducer_pos: list[int]
+    ilast_read: list[int]
+    irecomputable: list[bool]
+    isaved: list[int]
+    igraph_inputs: list[int]
+    iunread_inputs: set[int]
+    icosts: list[list[int]]
+    ipinned_cycles: list[list[int]]
+    ipersistent_io: list[tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None]
+    ipersistent_readers: dict[int, list[int]]
+    link_ids: list[str]
+    iroutes: list[list[tuple[int, ...]]]
+    icycles_cache: dict[int, tuple[tuple[int, int], ...]]
+    ishared: int
 
     def __init__(self, instance: Instance):
         graph = instance.graph
@@ -189,49 +219,101 @@ class DecoderPlan:
         self.layer_persistent = {layer: tuple(dict.fromkeys(t for k in self.ops_of_layer[layer]
                                                             for t in self.reads_persistent[k]))
                                  for layer in self.layers}
-        self.cycles_cache: dict[tuple[str, str, int], tuple[tuple[str, int], ...]] = {}
-        self.reads_cache: dict[tuple[str, ...], ReadsByCore] = {}
+        self.reads_cache: dict[tuple[int, ...], ReadsByCore] = {}
         # Per op: (wait_made, updates, hazard_reads, made), or None when all four are empty.
         self.persistent_io = [None if not (w or u or h or m) else (w, u, h, m) for w, u, h, m in
                               zip(self.wait_made, self.updates, self.hazard_reads, self.made, strict=True)]
         self.first_core = [next(iter(row)) for row in self.costs]
+        self._index(instance, persistent)
 
-    def route_cycles(self, src: str, dst: str, nbytes: int) -> tuple[tuple[str, int], ...]:
-        """Each link from ``src`` to ``dst`` with the cycles it takes to move ``nbytes``."""
-        key = (src, dst, nbytes)
-        found = self.cycles_cache.get(key)
+    def _index(self, instance: Instance, persistent: set[str]) -> None:
+        """The decoder's own tables: tensors, cores, memories and links by number.
+
+        The decoder runs on these (list indexing costs less than a dictionary lookup
+        by name); names come back only in what it records.  Belady's ties between
+        tensors go by name, as ``rank`` keeps it.
+        """
+        graph = instance.graph
+        self.tensor_ids = [t.id for t in graph.tensors]
+        tid = {t: i for i, t in enumerate(self.tensor_ids)}
+        self.tensor_index = tid
+        self.tsize = [t.bytes for t in graph.tensors]
+        self.rank = [0] * len(self.tensor_ids)
+        for r, t in enumerate(sorted(self.tensor_ids)):
+            self.rank[tid[t]] = r
+        self.mem_ids = [m.id for m in instance.memories]
+        mid = {m: i for i, m in enumerate(self.mem_ids)}
+        self.mem_index = mid
+        self.core_index = {c: i for i, c in enumerate(self.core_ids)}
+        self.imemory_of = [mid[self.memory_of[c]] for c in self.core_ids]
+        self.core_mems = [mid[m] for m in dict.fromkeys(self.memory_of[c] for c in self.core_ids)]
+        self.icapacity = [self.capacity[m] for m in self.mem_ids]
+        self.inin = [tuple(tid[t] for t in ts) for ts in self.nin]
+        self.inout = [tuple(tid[t] for t in ts) for ts in self.nout]
+        self.itouched = [tuple(tid[t] for t in ts) for ts in self.touched]
+        self.ireads_persistent = [tuple(tid[t] for t in ts) for ts in self.reads_persistent]
+        self.ireaders = [self.readers.get(t, ()) for t in self.tensor_ids]
+        self.iproducer_pos = [self.producer_pos.get(t, -1) for t in self.tensor_ids]
+        self.ilast_read = [self.last_read.get(t, 0) for t in self.tensor_ids]
+        self.irecomputable = [t in self.recomputable for t in self.tensor_ids]
+        self.isaved = [tid[t] for t in self.saved]
+        self.igraph_inputs = [tid[t] for t in self.graph_inputs]
+        self.iunread_inputs = {tid[t] for t in self.unread_inputs}
+        self.icosts = [[row.get(c, -1) for c in self.core_ids] for row in self.costs]
+        self.ipinned_cycles = [[row.get(c, -1) for c in self.core_ids] for row in self.pinned_cycles]
+        self.ipersistent_io = [None if io is None else (tuple(tid[t] for t in io[0]), tuple(tid[t] for t in io[1]),
+                                                        tuple(tid[t] for t in io[2]), tuple(tid[t] for t in io[3]))
+                               for io in self.persistent_io]
+        self.ipersistent_readers = {tid[t]: ks for t, ks in self.persistent_readers.items()}
+        self.link_ids = list(self.links)
+        lid = {l: i for i, l in enumerate(self.link_ids)}
+        self.iroutes = [[tuple(lid[l] for l in self.routes.get((a, b), ())) for b in self.mem_ids]
+                        for a in self.mem_ids]
+        self.icycles_cache: dict[int, tuple[tuple[int, int], ...]] = {}
+        self.ishared = -1 if self.shared is None else mid[self.shared]
+
+    def route_cycles(self, src: int, dst: int, tensor: int) -> tuple[tuple[int, int], ...]:
+        """Each link from memory ``src`` to ``dst`` with the cycles it takes to move ``tensor`` (by number)."""
+        m = len(self.mem_ids)
+        key = (src * m + dst) * len(self.tensor_ids) + tensor
+        found = self.icycles_cache.get(key)
         if found is None:
-            found = self.cycles_cache[key] = tuple((link, self.links[link].transfer_cycles(nbytes))
-                                                  for link in self.routes[(src, dst)])
+            nbytes = self.tsize[tensor]
+            found = self.icycles_cache[key] = tuple((link, self.links[self.link_ids[link]].transfer_cycles(nbytes))
+                                                   for link in self.iroutes[src][dst])
         return found
 
-    def reads_by_core(self, core_of: list[str]) -> ReadsByCore:
-        """Where each tensor is read under ``core_of`` (cached: it depends on nothing else)."""
+    def reads_by_core(self, core_of: list[int]) -> ReadsByCore:
+        """Where each tensor is read with op ``k`` on core number ``core_of[k]`` (cached: it
+        depends on nothing else)."""
         key = tuple(core_of)
         found = self.reads_cache.get(key)
         if found is not None:
             return found
-        backward, producer_pos = self.backward, self.producer_pos
-        last_on: dict[str, dict[str, int]] = {c: {} for c in self.core_ids}
-        last_forward_on: dict[str, dict[str, int]] = {c: {} for c in self.core_ids}
-        cross, cross_forward = set(), set()
-        for t, readers in self.readers.items():
-            k = producer_pos.get(t)
-            home = None if k is None else core_of[k]
+        backward, producer_pos = self.backward, self.iproducer_pos
+        last_on: list[dict[int, int]] = [{} for _ in self.core_ids]
+        last_forward_on: list[dict[int, int]] = [{} for _ in self.core_ids]
+        cross: set[int] = set()
+        cross_forward: set[int] = set()
+        for t, readers in enumerate(self.ireaders):
+            k = producer_pos[t]
+            home = -1 if k < 0 else core_of[k]
             for q in readers:
                 core = core_of[q]
                 last_on[core][t] = q
                 forward = not backward[q]
                 if forward:
                     last_forward_on[core][t] = q
-                if home is not None and core != home:
+                if home >= 0 and core != home:
                     cross.add(t)
                     if forward:
                         cross_forward.add(t)
-        room: dict[str, int] = {}
+        room = list(self.icapacity)
         for k, core in enumerate(core_of):
-            mem = self.memory_of[core]
-            room[mem] = min(room.get(mem, self.capacity[mem]), self.capacity[mem] - self.work[k])
+            mem = self.imemory_of[core]
+            left = self.icapacity[mem] - self.work[k]
+            if left < room[mem]:
+                room[mem] = left
         if len(self.reads_cache) >= READS_CACHE:
             self.reads_cache.clear()
         found = self.reads_cache[key] = ReadsByCore(last_on, last_forward_on, frozenset(cross),
@@ -251,19 +333,20 @@ class DecoderPlan:
 class ReadsByCore:
     """Where a tensor is read under one op-to-core map (:meth:`DecoderPlan.reads_by_core`).
 
-    ``last_on[core][t]`` and ``last_forward_on[core][t]``: the position of the last op on
-    ``core`` that reads ``t``, and of the last forward-phase one; ``cross`` and
-    ``cross_forward``: the tensors (with a producer) that an op, or a forward-phase op,
-    reads on another core than their producer's.
+    Cores, tensors and memories by number (``DecoderPlan._index``).  ``last_on[core][t]``
+    and ``last_forward_on[core][t]``: the position of the last op on ``core`` that reads
+    ``t``, and of the last forward-phase one; ``cross`` and ``cross_forward``: the tensors
+    (with a producer) that an op, or a forward-phase op, reads on another core than their
+    producer's.
     """
 
-    last_on: dict[str, dict[str, int]]
-    last_forward_on: dict[str, dict[str, int]]
-    cross: frozenset[str]
-    cross_forward: frozenset[str]
-    #: Per SRAM: its capacity less the most bytes one of its ops touches at once (what
+    last_on: list[dict[int, int]]
+    last_forward_on: list[dict[int, int]]
+    cross: frozenset[int]
+    cross_forward: frozenset[int]
+    #: Per memory: its capacity less the most bytes one of its ops touches at once (what
     #: is left for pins).
-    room: dict[str, int]
+    room: list[int]
 
 
 #: How many op-to-core maps :meth:`DecoderPlan.reads_by_core` remembers (a GA's
@@ -331,9 +414,6 @@ def list_schedule(instance: Instance, core_of_op: list[str], *, heuristic: str) 
                     heuristic=heuristic).run()
 
 
-_INF = float("inf")
-
-
 class RawSchedule(NamedTuple):
     """A decoded schedule before its objects are built: the fields of each
     :class:`~monet_ilp.schedule.OpRun` (start, end, op, instance, core) and each
@@ -369,8 +449,9 @@ class RawSchedule(NamedTuple):
 class _Decoder:
     """One decoding: the state of cores, memories and links while ops are placed in order.
 
-    Runs, transfers and frees are collected as tuples in their dataclasses' field
-    order and built into schedule objects once, at the end (the GA decodes thousands).
+    Tensors, cores, memories and links are numbers (``DecoderPlan._index``); runs,
+    transfers and frees are collected as tuples of names in their dataclasses' field
+    order, and built into schedule objects once, at the end (the GA decodes thousands).
     """
 
     def __init__(self, instance: Instance, plan: DecoderPlan, core_of: list[str], policy: list[int], *,
@@ -380,105 +461,125 @@ class _Decoder:
                              f"offloads to); this instance starts its inputs in SRAM {plan.input_home!r} "
                              "and has no memory to offload to", field="input_home",
                              fix="use a P2 or P3 instance (a P1 instance has keep / recompute decisions only)")
-        self.shared: str = plan.shared
-        self.plan, self.core_of, self.strict, self.heuristic = plan, core_of, strict, heuristic
-        self.policy = {t: policy[i] for i, t in enumerate(plan.saved) if policy[i]}  # not keep
+        self.shared: int = plan.ishared
+        self.plan, self.strict, self.heuristic = plan, strict, heuristic
+        self.core_names = core_of
+        index = plan.core_index
+        self.core_of: list[int] = [index[c] for c in core_of]
+        n_tensors = len(plan.tensor_ids)
+        # Per tensor: its policy (0 keep, 1 offload, 2 recompute; POLICIES).
+        self.policy: list[int] = [0] * n_tensors
+        for i, t in enumerate(plan.isaved):
+            self.policy[t] = policy[i]
         # Recompute decisions whose rerun would follow an update of its weights become offloads.
         self.offloaded_instead: list[str] = []
-        for t, p in list(self.policy.items()):
-            if p == 2 and plan.last_read.get(t, 0) >= plan.rerun_deadline[plan.producer_pos[t]]:
+        for t in plan.isaved:
+            if self.policy[t] == 2 and plan.ilast_read[t] >= plan.rerun_deadline[plan.iproducer_pos[t]]:
                 self.policy[t] = 1
-                self.offloaded_instead.append(t)
+                self.offloaded_instead.append(plan.tensor_ids[t])
         # Outputs written to DRAM right after they are made: offloads, and tensors that
         # a reader on another core fetches from there (not a recompute's backward readers).
-        where = plan.reads_by_core(core_of)
+        where = plan.reads_by_core(self.core_of)
         self.last_on, self.last_forward_on = where.last_on, where.last_forward_on
         chosen = self.policy
-        self.to_shared: set[str] = {t for t, p in chosen.items() if p == 1 and t in plan.producer_pos}
-        self.to_shared.update(t for t in where.cross if t not in chosen)
-        self.to_shared.update(t for t in where.cross_forward if chosen.get(t) == 2)
-        self.size = plan.size
-        self.cursor = {m: 0 for m in plan.memory_of.values()}
-        self.core_free = {c: 0 for c in plan.core_ids}
-        self.resident: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
-        self.used = {m: 0 for m in plan.memory_of.values()}
+        self.to_shared: list[bool] = [p == 1 and plan.iproducer_pos[t] >= 0 for t, p in enumerate(chosen)]
+        for t in where.cross:
+            if not chosen[t]:
+                self.to_shared[t] = True
+        for t in where.cross_forward:
+            if chosen[t] == 2:
+                self.to_shared[t] = True
+        self.size = plan.tsize
+        n_mems = len(plan.mem_ids)
+        self.cursor = [0] * n_mems
+        self.core_free = [0] * len(plan.core_ids)
+        self.resident: list[dict[int, int]] = [{} for _ in range(n_mems)]
+        self.used = [0] * n_mems
         # Pins (EV.E1.5): a persistent tensor whose readers, reruns included, all run on
         # one core is held in that core's SRAM all iteration; otherwise it stays in
         # persistent_home.
         self.pinned: dict[str, str] = {}
+        self.pinned_at: dict[int, int] = {}  # the same by number
         self.unpinned: list[str] = []
         self.conflicts: set[str] = set()  # pinned inputs of a rerun on another core
         self.placed: RawSchedule | None = None
         pins = list(pins)
         reruns = self._rerun_cores() if pins else {}
-        room = dict(where.room)  # per SRAM: what is left for pins next to its largest op
-        for t in pins:
-            readers = plan.persistent_readers.get(t, ())
-            on = {core_of[q] for q in readers}
+        room = list(where.room)  # per SRAM: what is left for pins next to its largest op
+        for name in pins:
+            t = plan.tensor_index[name]
+            readers = plan.ipersistent_readers.get(t, [])
+            on = {self.core_of[q] for q in readers}
             for q in readers:
                 on.update(reruns.get(q, ()))
-            mem = plan.memory_of[next(iter(on))] if len(on) == 1 and plan.pins_modelled else None
-            if mem is not None and plan.size[t] <= room[mem]:
-                self.pinned[t] = mem
-                self.used[mem] += plan.size[t]
-                room[mem] -= plan.size[t]
+            mem = plan.imemory_of[next(iter(on))] if len(on) == 1 and plan.pins_modelled else -1
+            if mem >= 0 and plan.tsize[t] <= room[mem]:
+                self.pinned[name] = plan.mem_ids[mem]
+                self.pinned_at[t] = mem
+                self.used[mem] += plan.tsize[t]
+                room[mem] -= plan.tsize[t]
             else:
-                self.unpinned.append(t)
+                self.unpinned.append(name)
         # Per op: the memory its persistent inputs are all pinned in (its pinned cost
-        # there), or None; the runs placed at their pinned cost (by index in ``runs``).
-        self.pinned_in: list[str | None] | None = None
+        # there), or -1; the runs placed at their pinned cost (by index in ``runs``).
+        self.pinned_in: list[int] | None = None
         self.pinned_runs: list[int] = []
-        if self.pinned:
-            self.pinned_in = [None] * len(plan.order)
-            for k in {q for t in self.pinned for q in plan.persistent_readers[t]}:
-                held = {self.pinned.get(t) for t in plan.reads_persistent[k]}
+        if self.pinned_at:
+            self.pinned_in = [-1] * len(plan.order)
+            for k in {q for t in self.pinned_at for q in plan.ipersistent_readers[t]}:
+                held = {self.pinned_at.get(t, -1) for t in plan.ireads_persistent[k]}
                 if len(held) == 1:
                     self.pinned_in[k] = held.pop()
         # Per memory: tensor -> when a transfer out of it ends (its copy stays until then).
-        self.read_until: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
-        self.in_shared: dict[str, int] = {} if plan.inputs_in_sram else {t: 0 for t in plan.graph_inputs}
-        self.made_at: dict[str, int] = {}
-        self.read_end: dict[str, int] = {}
+        self.read_until: list[dict[int, int]] = [{} for _ in range(n_mems)]
+        # Per tensor: when its copy in the shared memory is ready, or -1 (none).
+        self.in_shared: list[int] = [-1] * n_tensors
+        if not plan.inputs_in_sram:
+            for t in plan.igraph_inputs:
+                self.in_shared[t] = 0
+        self.made_at: dict[int, int] = {}
+        self.read_end: dict[int, int] = {}
         self.runs_of = [0] * len(plan.order)
         self.runs: list[tuple[int, int, str, int, str]] = []  # the fields of an OpRun (_RUN_FIELDS)
         self.transfers: list[tuple[int, int, str, str, str, str]] = []  # of a Transfer
-        self.busy_starts: dict[str, list[int]] = {l: [] for l in plan.links}
-        self.busy_ends: dict[str, list[int]] = {l: [] for l in plan.links}
+        self.busy_starts: list[list[int]] = [[] for _ in plan.link_ids]
+        self.busy_ends: list[list[int]] = [[] for _ in plan.link_ids]
         self.evicted: list[list[str]] = []
         self.over: list[list[str | int]] = []  # [op, memory, bytes needed]
         # EV.E1 copies as they are made and freed: per memory, the allocation time of each
         # resident copy, and the (time, bytes) changes of the copies' lifetimes (RawSchedule).
-        self.alloc: dict[str, dict[str, int]] = {m: {} for m in plan.memory_of.values()}
+        self.alloc: list[dict[int, int]] = [{} for _ in range(n_mems)]
         # The shared memory's copies (never freed): read graph inputs, and what is written there.
-        unread = set(plan.unread_inputs)
-        read_inputs = [t for t in plan.graph_inputs if t not in unread]
+        read_inputs = [t for t in plan.igraph_inputs if t not in plan.iunread_inputs]
+        self.shared_copies: list[tuple[str, int, str]] = []
         if plan.inputs_in_sram:  # they start resident in the one core's SRAM (P2)
-            home = plan.input_home
-            self.shared_copies = []
+            home = plan.mem_index[plan.input_home]
             for t in read_inputs:
-                self.resident[home][t] = self.alloc[home][t] = 0
-                self.used[home] += plan.size[t]
+                self.resident[home][t] = 0
+                self.alloc[home][t] = 0
+                self.used[home] += plan.tsize[t]
         else:
-            self.shared_copies = [(self.shared, 0, t) for t in read_inputs]
+            shared = plan.mem_ids[self.shared]
+            self.shared_copies = [(shared, 0, plan.tensor_ids[t]) for t in read_inputs]
         self.lifetimes: list[tuple[str, int, int, str]] = []  # (memory, allocation, free, tensor)
 
-    def _rerun_cores(self) -> dict[int, set[str]]:
+    def _rerun_cores(self) -> dict[int, set[int]]:
         """The cores each op may be rerun on (a superset): the cores that read a
         ``recompute`` output of it, and, down the chain, a rerun's cores for the producers
         of its inputs that it may have to recompute (a ``recompute`` one, or one with no
         copy written to DRAM)."""
-        plan, core_of = self.plan, self.core_of
-        producer_pos, recomputable = plan.producer_pos, plan.recomputable
-        reruns: dict[int, set[str]] = {}
-        for t, p in self.policy.items():
-            if p == 2 and t in producer_pos:
-                reruns.setdefault(producer_pos[t], set()).update(core_of[q] for q in plan.readers.get(t, ()))
+        plan, core_of, policy = self.plan, self.core_of, self.policy
+        producer_pos, recomputable = plan.iproducer_pos, plan.irecomputable
+        reruns: dict[int, set[int]] = {}
+        for t in plan.isaved:
+            if policy[t] == 2 and producer_pos[t] >= 0:
+                reruns.setdefault(producer_pos[t], set()).update(core_of[q] for q in plan.ireaders[t])
         for k in range(max(reruns, default=-1), -1, -1):  # producers come before their readers
             cores = reruns.get(k)
             if not cores:
                 continue
-            for u in plan.nin[k]:
-                if u in recomputable and (self.policy.get(u) == 2 or u not in self.to_shared):
+            for u in plan.inin[k]:
+                if recomputable[u] and (policy[u] == 2 or not self.to_shared[u]):
                     j = producer_pos[u]
                     if j in reruns:
                         reruns[j] |= cores
@@ -487,10 +588,10 @@ class _Decoder:
         return reruns
 
     # ------------------------------------------------------------------ links
-    def _move(self, tensor: str, src: str, dst: str, ready: int) -> tuple[int, int]:
+    def _move(self, tensor: int, src: int, dst: int, ready: int) -> tuple[int, int]:
         """Book the link from ``src`` to ``dst`` that delivers ``tensor`` first, from ``ready`` on."""
-        best = None
-        for link, cycles in self.plan.route_cycles(src, dst, self.size[tensor]):
+        best_end = best_start = best_link = -1
+        for link, cycles in self.plan.route_cycles(src, dst, tensor):
             starts, ends = self.busy_starts[link], self.busy_ends[link]
             t = ready
             i = bisect_right(ends, t)  # intervals are disjoint: ends are sorted too
@@ -499,39 +600,43 @@ class _Decoder:
                 if ends[i] > t:
                     t = ends[i]
                 i += 1
-            if best is None or t + cycles < best[0]:
-                best = (t + cycles, t, link)
-        if best is None:
-            raise MonetError(f"no link joins {src!r} and {dst!r}", field="links",
+            if best_link < 0 or t + cycles < best_end:
+                best_end, best_start, best_link = t + cycles, t, link
+        plan = self.plan
+        if best_link < 0:
+            raise MonetError(f"no link joins {plan.mem_ids[src]!r} and {plan.mem_ids[dst]!r}", field="links",
                              fix="add a link between every core's SRAM and the shared memory")
-        end, start, link = best
-        if end > start:
-            starts = self.busy_starts[link]
-            i = bisect_right(starts, start)
-            starts.insert(i, start)
-            self.busy_ends[link].insert(i, end)
-        self.transfers.append((start, end, tensor, src, dst, link))
-        return start, end
+        if best_end > best_start:
+            starts = self.busy_starts[best_link]
+            i = bisect_right(starts, best_start)
+            starts.insert(i, best_start)
+            self.busy_ends[best_link].insert(i, best_end)
+        self.transfers.append((best_start, best_end, plan.tensor_ids[tensor], plan.mem_ids[src], plan.mem_ids[dst],
+                               plan.link_ids[best_link]))
+        return best_start, best_end
 
-    def _write_shared(self, tensor: str, mem: str, ready: int) -> None:
+    def _write_shared(self, tensor: int, mem: int, ready: int) -> None:
         """Copy ``tensor`` from ``mem`` to the shared memory (where it then stays); the copy in
         ``mem`` is kept until the transfer ends."""
         begin, end = self._move(tensor, mem, self.shared, ready)
         self.in_shared[tensor] = end
-        self.shared_copies.append((self.shared, begin, tensor))
+        plan = self.plan
+        self.shared_copies.append((plan.mem_ids[self.shared], begin, plan.tensor_ids[tensor]))
         until = self.read_until[mem]
-        until[tensor] = max(until.get(tensor, 0), end)
+        if until.get(tensor, 0) < end:
+            until[tensor] = end
 
     # ---------------------------------------------------------------- memories
-    def _next_read(self, tensor: str, core: str, after: int) -> int | None:
-        """The position of the next op after ``after`` that reads ``tensor`` on ``core``."""
+    def _next_read(self, tensor: int, core: int, after: int) -> int:
+        """The position of the next op after ``after`` that reads ``tensor`` on ``core`` (or
+        one past the last op: never)."""
         core_of = self.core_of
-        for q in self.plan.readers.get(tensor, ()):
+        for q in self.plan.ireaders[tensor]:
             if q > after and core_of[q] == core:
                 return q
-        return None
+        return len(core_of)
 
-    def _release(self, tensor: str, mem: str) -> None:
+    def _release(self, tensor: int, mem: int) -> None:
         at = self.resident[mem].pop(tensor)
         cursor = self.cursor[mem]
         if cursor > at:
@@ -539,41 +644,48 @@ class _Decoder:
         until = self.read_until[mem].get(tensor, 0)
         if until > at:
             at = until
-        self.lifetimes.append((mem, self.alloc[mem].pop(tensor), at, tensor))  # a free, and its copy
+        plan = self.plan
+        self.lifetimes.append((plan.mem_ids[mem], self.alloc[mem].pop(tensor), at,
+                               plan.tensor_ids[tensor]))  # a free, and its copy
         self.used[mem] -= self.size[tensor]
         self.cursor[mem] = at
 
-    def _make_room(self, mem: str, need: int, protected: set[str], core: str, here: int,
+    def _make_room(self, mem: int, need: int, protected: set[int], core: int, here: int,
                    op: str) -> None:
-        """Evict (Belady) until ``need`` more bytes fit in ``mem``; never a protected tensor."""
-        capacity = self.plan.capacity[mem]
+        """Evict (Belady) until ``need`` more bytes fit in ``mem``; never a protected tensor.
+
+        The victim is read again last (ties: the greater name)."""
+        plan = self.plan
+        capacity = plan.icapacity[mem]
         resident = self.resident[mem]
+        never = len(self.core_of)
+        rank = plan.rank
         while self.used[mem] + need > capacity:
-            victim, key = None, None
+            victim = -1
+            key = (-1, -1)
             for t in resident:
                 if t in protected:
                     continue
-                nxt = self._next_read(t, core, here)
-                k = (_INF if nxt is None else nxt, t)
-                if key is None or k > key:
+                k = (self._next_read(t, core, here), rank[t])
+                if k > key:
                     victim, key = t, k
-            if victim is None or key is None:
-                self.over.append([op, mem, self.used[mem] + need])
+            if victim < 0:
+                self.over.append([op, plan.mem_ids[mem], self.used[mem] + need])
                 return
-            if key[0] != _INF and victim not in self.in_shared and self.policy.get(victim) != 2:
+            if key[0] != never and self.in_shared[victim] < 0 and self.policy[victim] != 2:
                 self._write_shared(victim, mem, max(self.cursor[mem], resident[victim]))
-            self.evicted.append([victim, mem, op])
+            self.evicted.append([plan.tensor_ids[victim], plan.mem_ids[mem], op])
             self._release(victim, mem)
 
-    def _recomputes(self, t: str, backward: bool) -> bool:
+    def _recomputes(self, t: int, backward: bool) -> bool:
         """Whether a read of ``t`` that finds no copy in its SRAM reruns its producer."""
-        return t in self.plan.recomputable and (
-            t not in self.in_shared or (backward and self.policy.get(t) == 2))
+        return self.plan.irecomputable[t] and (
+            self.in_shared[t] < 0 or (backward and self.policy[t] == 2))
 
-    def _materialize(self, t: str, core: str, here: int, protected: set[str], backward: bool) -> None:
+    def _materialize(self, t: int, core: int, here: int, protected: set[int], backward: bool) -> None:
         """Make ``t`` resident in ``core``'s SRAM for a read at position ``here``."""
         plan = self.plan
-        mem = plan.memory_of[core]
+        mem = plan.imemory_of[core]
         if t in self.resident[mem]:  # e.g. made by the rerun for an earlier input
             protected.add(t)
             return
@@ -581,12 +693,12 @@ class _Decoder:
             self._recompute(t, core, here, protected)
             protected.add(t)
             return
-        shared_ready = self.in_shared.get(t)
-        if shared_ready is None:
-            raise MonetError(f"tensor {t!r} has no copy that {core!r} can fetch", field="schedule",
-                             fix="this is a bug in the decoder")
+        shared_ready = self.in_shared[t]
+        if shared_ready < 0:
+            raise MonetError(f"tensor {plan.tensor_ids[t]!r} has no copy that {plan.core_ids[core]!r} can fetch",
+                             field="schedule", fix="this is a bug in the decoder")
         size = self.size[t]
-        if self.used[mem] + size > plan.capacity[mem]:
+        if self.used[mem] + size > plan.icapacity[mem]:
             self._make_room(mem, size, protected, core, here, plan.order[here])
         cursor = self.cursor[mem]
         start, end = self._move(t, self.shared, mem, max(shared_ready, cursor))
@@ -597,35 +709,36 @@ class _Decoder:
             self.cursor[mem] = start
         protected.add(t)
 
-    def _recompute(self, t: str, core: str, here: int, protected: set[str]) -> None:
+    def _recompute(self, t: int, core: int, here: int, protected: set[int]) -> None:
         """Rerun the producer of ``t`` on ``core`` for a read at position ``here``."""
         plan = self.plan
-        k = plan.producer_pos[t]
+        k = plan.iproducer_pos[t]
         if here >= plan.rerun_deadline[k]:
-            raise MonetError(f"tensor {t!r} would be recomputed after its weights are updated",
-                             field=f"tensors.{t}", fix='use "offload" or "keep" for it')
-        if core not in plan.costs[k]:
-            raise MonetError(f"op {plan.order[k]!r} cannot be recomputed on {core!r}",
-                             field=f"tensors.{t}", fix='use "offload" or "keep" for it')
+            raise MonetError(f"tensor {plan.tensor_ids[t]!r} would be recomputed after its weights are updated",
+                             field=f"tensors.{plan.tensor_ids[t]}", fix='use "offload" or "keep" for it')
+        if plan.icosts[k][core] < 0:
+            raise MonetError(f"op {plan.order[k]!r} cannot be recomputed on {plan.core_ids[core]!r}",
+                             field=f"tensors.{plan.tensor_ids[t]}", fix='use "offload" or "keep" for it')
         self._run(k, core, here, set(protected), recompute=True)
         # The outer op's inputs stay protected; what else the rerun touched goes if unread.
-        mem = plan.memory_of[core]
+        mem = plan.imemory_of[core]
         resident = self.resident[mem]
-        for x in plan.touched[k]:
+        last_here = self.last_on[core]
+        for x in plan.itouched[k]:
             if (x != t and x not in protected and x in resident
-                    and self.last_on[core].get(x, -1) < here):  # no read from here on
+                    and last_here.get(x, -1) < here):  # no read from here on
                 self._release(x, mem)
 
-    def _run(self, k: int, core: str, here: int, protected: set[str], *, recompute: bool) -> int:
+    def _run(self, k: int, core: int, here: int, protected: set[int], *, recompute: bool) -> int:
         """Place a run of the op at position ``k`` on ``core`` (for position ``here``); its end.
 
         The decoder's inner loop: ``if`` rather than ``max``, and the persistent-tensor
         bookkeeping only for the ops that have some (``DecoderPlan.persistent_io``).
         """
         plan = self.plan
-        mem = plan.memory_of[core]
+        mem = plan.imemory_of[core]
         resident = self.resident[mem]
-        ins = plan.nin[k]
+        ins = plan.inin[k]
         missing = []
         for t in ins:
             if t in resident:
@@ -639,13 +752,13 @@ class _Decoder:
             for t in missing:
                 self._materialize(t, core, here, protected, backward)
         size = self.size
-        outs = plan.nout[k]
+        outs = plan.inout[k]
         need = 0
         for t in outs:
             if t not in resident:
                 need += size[t]
         op = plan.order[k]
-        if need and self.used[mem] + need > plan.capacity[mem]:
+        if need and self.used[mem] + need > plan.icapacity[mem]:
             self._make_room(mem, need, protected, core, here, op)
         # The earliest start: the core free, the memory's cursor, the inputs arrived.
         start = self.core_free[core]
@@ -661,7 +774,7 @@ class _Decoder:
                 at = resident.get(t, 0)
                 if at > start:
                     start = at
-        io = plan.persistent_io[k]
+        io = plan.ipersistent_io[k]
         if io is not None:
             wait_made, updates, hazard_reads, made = io
             for t in wait_made:
@@ -672,17 +785,18 @@ class _Decoder:
                 at = self.read_end.get(t, 0)
                 if at > start:
                     start = at
-        cycles = plan.costs[k][core]
+        cycles = plan.icosts[k][core]
         if self.pinned_in is not None:  # EV.E1.5: every persistent input pinned here, the pinned cost
-            if self.pinned_in[k] == mem and core in plan.pinned_cycles[k]:
-                cycles = plan.pinned_cycles[k][core]
+            if self.pinned_in[k] == mem and plan.ipinned_cycles[k][core] >= 0:
+                cycles = plan.ipinned_cycles[k][core]
                 self.pinned_runs.append(len(self.runs))
             elif recompute:
-                self.conflicts.update(t for t in plan.reads_persistent[k] if self.pinned.get(t, mem) != mem)
+                self.conflicts.update(plan.tensor_ids[t] for t in plan.ireads_persistent[k]
+                                      if self.pinned_at.get(t, mem) != mem)
         end = start + cycles
         number = self.runs_of[k]
         self.runs_of[k] = number + 1
-        self.runs.append((start, end, op, number, core))
+        self.runs.append((start, end, op, number, plan.core_ids[core]))
         self.core_free[core] = end
         if io is not None:
             read_end = self.read_end
@@ -724,18 +838,18 @@ class _Decoder:
         if self.strict:
             self._check_fit()
         policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
-        backward, touched, memory_of = plan.backward, plan.touched, plan.memory_of
+        backward, touched, memory_of = plan.backward, plan.itouched, plan.imemory_of
         last_on, last_forward_on = self.last_on, self.last_forward_on
         if plan.inputs_in_sram:  # offloaded graph inputs are written to the shared memory first
-            home = plan.input_home
-            for t in plan.graph_inputs:
-                if policy.get(t) == 1 and t in self.resident[home]:
+            home = plan.mem_index[plan.input_home]
+            for t in plan.igraph_inputs:
+                if policy[t] == 1 and t in self.resident[home]:
                     self._write_shared(t, home, 0)
         for k, core in enumerate(self.core_of):
             mem = memory_of[core]
             end = self._run(k, core, k, set(), recompute=False)
-            for t in plan.nout[k]:  # other cores, or the offload policy, read it from DRAM
-                if t in to_shared and t not in in_shared:
+            for t in plan.inout[k]:  # other cores, or the offload policy, read it from DRAM
+                if to_shared[t] and in_shared[t] < 0:
                     self._write_shared(t, mem, end)
             forward = not backward[k]
             resident = self.resident[mem]
@@ -745,11 +859,18 @@ class _Decoder:
                     continue
                 if last_here.get(t, -1) <= k:  # no later read on this core
                     self._release(t, mem)
-                elif forward and t in policy and last_forward_here.get(t, -1) <= k:
+                elif forward and policy[t] and last_forward_here.get(t, -1) <= k:
                     self._release(t, mem)  # offload / recompute: gone after the forward phase
         runs, transfers = self.runs, self.transfers
-        latency = max([r[1] for r in runs] + [x[1] for x in transfers], default=0)
-        held = [(m, a, t) for m, resident in self.alloc.items() for t, a in resident.items()]
+        latency = 0
+        for r in runs:
+            if r[1] > latency:
+                latency = r[1]
+        for x in transfers:
+            if x[1] > latency:
+                latency = x[1]
+        names, mems = plan.tensor_ids, plan.mem_ids
+        held = [(mems[m], a, names[t]) for m in plan.core_mems for t, a in self.alloc[m].items()]
         held += self.shared_copies
         self.placed = RawSchedule(runs, transfers, latency, self.lifetimes, held, plan.unread_inputs,
                                   plan.input_home, self.pinned, self.pinned_runs)
@@ -759,11 +880,12 @@ class _Decoder:
         plan = self.plan
         for k, op in enumerate(plan.order):
             core = self.core_of[k]
-            mem = plan.memory_of[core]
-            need = sum(self.size[t] for t in plan.touched[k])
-            if need > plan.capacity[mem]:
-                raise MonetError(f"op {op!r} needs {need} bytes at once, more than {mem!r} holds "
-                                 f"({plan.capacity[mem]} bytes)", field=f"memories.{mem}.capacity",
+            mem = plan.imemory_of[core]
+            need = sum(self.size[t] for t in plan.itouched[k])
+            if need > plan.icapacity[mem]:
+                name = plan.mem_ids[mem]
+                raise MonetError(f"op {op!r} needs {need} bytes at once, more than {name!r} holds "
+                                 f"({plan.icapacity[mem]} bytes)", field=f"memories.{name}.capacity",
                                  fix="give the core more SRAM, or allocate the op elsewhere")
 
 
