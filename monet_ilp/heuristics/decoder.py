@@ -733,7 +733,7 @@ class _Decoder:
         """Place a run of the op at position ``k`` on ``core`` (for position ``here``); its end.
 
         The decoder's inner loop: ``if`` rather than ``max``, and the persistent-tensor
-        bookkeeping only for the ops that have some (``DecoderPlan.persistent_io``).
+        bookkeeping only for the ops that have some (``DecoderPlan.ipersistent_io``).
         """
         plan = self.plan
         mem = plan.imemory_of[core]
