@@ -46,27 +46,15 @@ class DecoderPlan:
     # Every attribute typed: the compiled module (setup.py) keeps them as typed fields.
     order: tuple[str, ...]
     size: dict[str, int]
-    graph_inputs: tuple[str, ...]
     unread_inputs: tuple[str, ...]
-    nin: list[tuple[str, ...]]
-    nout: list[tuple[str, ...]]
-    wait_made: list[tuple[str, ...]]
-    hazard_reads: list[tuple[str, ...]]
-    made: list[tuple[str, ...]]
-    updates: list[tuple[str, ...]]
     backward: list[bool]
     costs: list[dict[str, int]]
     layer_of: list[str]
-    touched: list[tuple[str, ...]]
-    readers: dict[str, tuple[int, ...]]
-    last_read: dict[str, int]
     saved: tuple[str, ...]
     saved_index: dict[str, int]
     layer_index: dict[str, int]
     layer_cores: dict[str, tuple[str, ...]]
     core_ids: tuple[str, ...]
-    memory_of: dict[str, str]
-    capacity: dict[str, int]
     input_home: str
     inputs_in_sram: bool
     sequence_form: bool
@@ -74,9 +62,8 @@ class DecoderPlan:
     pins_modelled: bool
     work: list[int]
     layer_persistent: dict[str, tuple[str, ...]]
-    persistent_io: list[tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None]
     first_core: list[str]
-    # The same by number (_index): tensors, cores, memories, links.
+    # Tensors, cores, memories and links by number: what the decoder runs on.
     tensor_ids: list[str]
     tensor_index: dict[str, int]
     tsize: list[int]
@@ -112,7 +99,7 @@ class DecoderPlan:
         self.order = tuple(op.id for op in graph.ops)
         self.size = {t.id: t.bytes for t in graph.tensors}
         persistent = {t.id for t in graph.tensors if t.persistent}
-        self.graph_inputs = tuple(t.id for t in graph.tensors
+        graph_inputs = tuple(t.id for t in graph.tensors
                                   if not t.persistent and t.producer is None)
         self.unread_inputs = tuple(t.id for t in graph.tensors
                                    if not t.persistent and t.producer is None and not t.consumers)
@@ -121,47 +108,46 @@ class DecoderPlan:
             for t in op.updates:
                 updaters.setdefault(t, k)
         hazard = set(updaters)
-        self.nin, self.nout, self.wait_made, self.hazard_reads, self.made = [], [], [], [], []
-        self.updates, self.backward, self.costs, self.layer_of, self.touched = [], [], [], [], []
-        self.producer_pos: dict[str, int] = {}
+        nin, nout, wait_made, hazard_reads, made = [], [], [], [], []
+        updates, self.backward, self.costs, self.layer_of, touched = [], [], [], [], []
+        producer_pos: dict[str, int] = {}
         self.producer_op: dict[str, str] = {}
         self.graph_outputs: dict[str, tuple[str, ...]] = {}
         for k, op in enumerate(graph.ops):
             inputs = tuple(dict.fromkeys(op.inputs))
-            self.nin.append(tuple(t for t in inputs if t not in persistent))
-            self.nout.append(tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent))
-            self.graph_outputs[op.id] = self.nout[-1]
+            nin.append(tuple(t for t in inputs if t not in persistent))
+            nout.append(tuple(t for t in dict.fromkeys(op.outputs) if t not in persistent))
+            self.graph_outputs[op.id] = nout[-1]
             # Weight gradients: no copy witnesses them, so wait for the run that makes them.
-            self.wait_made.append(tuple(t for t in inputs if t in persistent
+            wait_made.append(tuple(t for t in inputs if t in persistent
                                         and graph.tensor(t).producer not in (None, op.id)))
-            self.hazard_reads.append(tuple(t for t in inputs if t in hazard))
-            self.made.append(tuple(t for t in op.outputs if t in persistent))
-            self.updates.append(tuple(dict.fromkeys(op.updates)))
+            hazard_reads.append(tuple(t for t in inputs if t in hazard))
+            made.append(tuple(t for t in op.outputs if t in persistent))
+            updates.append(tuple(dict.fromkeys(op.updates)))
             self.backward.append(op.kind in (OpKind.BACKWARD_DATA, OpKind.BACKWARD_WEIGHT,
                                              OpKind.OPTIMIZER))
             self.costs.append({c.id: instance.costs[op.id][c.id].cycles
                                for c in instance.cores if c.id in instance.costs.get(op.id, {})})
             self.layer_of.append(op.layer)
-            self.touched.append(tuple(dict.fromkeys(self.nin[-1] + self.nout[-1])))
-            for t in self.nout[-1]:
-                self.producer_pos[t] = k
+            touched.append(tuple(dict.fromkeys(nin[-1] + nout[-1])))
+            for t in nout[-1]:
+                producer_pos[t] = k
                 self.producer_op[t] = op.id
         # A tensor can be recomputed if a forward (or loss) op that makes nothing
         # persistent produces it; the rerun must come before any update of its weights.
         self.recomputable: set[str] = set()
         self.rerun_deadline: dict[int, int] = {}
         for k, op in enumerate(graph.ops):
-            if op.kind in (OpKind.FORWARD, OpKind.LOSS) and not self.made[k] and not op.updates:
-                self.recomputable.update(self.nout[k])
+            if op.kind in (OpKind.FORWARD, OpKind.LOSS) and not made[k] and not op.updates:
+                self.recomputable.update(nout[k])
                 self.rerun_deadline[k] = min((updaters[t] for t in op.inputs if t in updaters),
                                              default=len(self.order))
         # Positions of the ops that read each non-persistent tensor, in order.
         readers: dict[str, list[int]] = {}
-        for k, ins in enumerate(self.nin):
+        for k, ins in enumerate(nin):
             for t in ins:
                 readers.setdefault(t, []).append(k)
-        self.readers = {t: tuple(v) for t, v in readers.items()}
-        self.last_read = {t: v[-1] for t, v in readers.items()}
+        last_read = {t: v[-1] for t, v in readers.items()}
         self.saved = tuple(t.id for t in graph.saved_tensors())
         self.saved_index = {t: i for i, t in enumerate(self.saved)}
         self.layers: list[str] = []
@@ -181,8 +167,8 @@ class DecoderPlan:
         self.layer_cores = {layer: tuple(self.costs[self.order.index(self.lead_op[layer])])
                             for layer in self.layers}
         self.core_ids = tuple(c.id for c in instance.cores)
-        self.memory_of = {c.id: c.memory for c in instance.cores}
-        self.capacity = {m.id: m.capacity_bytes for m in instance.memories}
+        memory_of = {c.id: c.memory for c in instance.cores}
+        capacity = {m.id: m.capacity_bytes for m in instance.memories}
         # The shared memory data crosses and is offloaded to: the inputs' home (DRAM, P3),
         # or, when the inputs start in the one core's SRAM (P2), the memory it offloads to.
         self.input_home = instance.input_home
@@ -196,47 +182,41 @@ class DecoderPlan:
         self.sequence_form = self.shared is None and len(instance.cores) == 1 and \
             instance.cores[0].memory == self.input_home
         self.links = {l.id: l for l in instance.links}
-        self.routes: dict[tuple[str, str], tuple[str, ...]] = {}
-        for a in self.capacity:
-            for b in self.capacity:
+        routes: dict[tuple[str, str], tuple[str, ...]] = {}
+        for a in capacity:
+            for b in capacity:
                 if a != b:
-                    self.routes[(a, b)] = tuple(l.id for l in instance.links if l.connects(a, b))
+                    routes[(a, b)] = tuple(l.id for l in instance.links if l.connects(a, b))
         # Pinning (EV.E1.5): the ops that read each persistent tensor, the persistent
         # tensors each op reads, its cycles per core when all of them are pinned there,
         # and the persistent tensors each layer's ops read (the GA's pin genes).
         self.pins_modelled = instance.persistent_home is not None
-        self.reads_persistent: list[tuple[str, ...]] = []
+        reads_persistent: list[tuple[str, ...]] = []
         self.persistent_readers: dict[str, list[int]] = {}
-        self.pinned_cycles: list[dict[str, int]] = []
+        pinned_cycles: list[dict[str, int]] = []
         for k, op in enumerate(graph.ops):
             reads = tuple(t for t in dict.fromkeys(op.inputs) if t in persistent)
-            self.reads_persistent.append(reads)
+            reads_persistent.append(reads)
             for t in reads:
                 self.persistent_readers.setdefault(t, []).append(k)
-            self.pinned_cycles.append({c: cost.cycles for c, cost in instance.pinned_costs.get(op.id, {}).items()}
+            pinned_cycles.append({c: cost.cycles for c, cost in instance.pinned_costs.get(op.id, {}).items()}
                                       if reads else {})
-        self.work = [sum(self.size[t] for t in touched) for touched in self.touched]  # an op's bytes at once
+        self.work = [sum(self.size[t] for t in ts) for ts in touched]  # an op's bytes at once
         self.layer_persistent = {layer: tuple(dict.fromkeys(t for k in self.ops_of_layer[layer]
-                                                            for t in self.reads_persistent[k]))
+                                                            for t in reads_persistent[k]))
                                  for layer in self.layers}
         self.reads_cache: dict[tuple[int, ...], ReadsByCore] = {}
-        # Per op: (wait_made, updates, hazard_reads, made), or None when all four are empty.
-        self.persistent_io = [None if not (w or u or h or m) else (w, u, h, m) for w, u, h, m in
-                              zip(self.wait_made, self.updates, self.hazard_reads, self.made, strict=True)]
         self.first_core = [next(iter(row)) for row in self.costs]
-        self._index(instance, persistent)
-
-    def _index(self, instance: Instance, persistent: set[str]) -> None:
-        """The decoder's own tables: tensors, cores, memories and links by number.
-
-        The decoder runs on these (list indexing costs less than a dictionary lookup
-        by name); names come back only in what it records.  Belady's ties between
-        tensors go by name, as ``rank`` keeps it.
-        """
-        graph = instance.graph
+        # The decoder's own tables: tensors, cores, memories and links by number; it
+        # runs on these (list indexing costs less than a dictionary lookup by name), and
+        # names come back only in what it records.  Belady's ties go by name (``rank``).
         self.tensor_ids = [t.id for t in graph.tensors]
         tid = {t: i for i, t in enumerate(self.tensor_ids)}
         self.tensor_index = tid
+
+        def ids(names: tuple[str, ...]) -> tuple[int, ...]:
+            return tuple(tid[t] for t in names)
+
         self.tsize = [t.bytes for t in graph.tensors]
         self.rank = [0] * len(self.tensor_ids)
         for r, t in enumerate(sorted(self.tensor_ids)):
@@ -245,29 +225,29 @@ class DecoderPlan:
         mid = {m: i for i, m in enumerate(self.mem_ids)}
         self.mem_index = mid
         self.core_index = {c: i for i, c in enumerate(self.core_ids)}
-        self.imemory_of = [mid[self.memory_of[c]] for c in self.core_ids]
-        self.core_mems = [mid[m] for m in dict.fromkeys(self.memory_of[c] for c in self.core_ids)]
-        self.icapacity = [self.capacity[m] for m in self.mem_ids]
-        self.inin = [tuple(tid[t] for t in ts) for ts in self.nin]
-        self.inout = [tuple(tid[t] for t in ts) for ts in self.nout]
-        self.itouched = [tuple(tid[t] for t in ts) for ts in self.touched]
-        self.ireads_persistent = [tuple(tid[t] for t in ts) for ts in self.reads_persistent]
-        self.ireaders = [self.readers.get(t, ()) for t in self.tensor_ids]
-        self.iproducer_pos = [self.producer_pos.get(t, -1) for t in self.tensor_ids]
-        self.ilast_read = [self.last_read.get(t, 0) for t in self.tensor_ids]
+        self.imemory_of = [mid[memory_of[c]] for c in self.core_ids]
+        self.core_mems = [mid[m] for m in dict.fromkeys(memory_of[c] for c in self.core_ids)]
+        self.icapacity = [capacity[m] for m in self.mem_ids]
+        self.inin = [ids(ts) for ts in nin]
+        self.inout = [ids(ts) for ts in nout]
+        self.itouched = [ids(ts) for ts in touched]
+        self.ireads_persistent = [ids(ts) for ts in reads_persistent]
+        self.ireaders = [tuple(readers.get(t, ())) for t in self.tensor_ids]
+        self.iproducer_pos = [producer_pos.get(t, -1) for t in self.tensor_ids]
+        self.ilast_read = [last_read.get(t, 0) for t in self.tensor_ids]
         self.irecomputable = [t in self.recomputable for t in self.tensor_ids]
         self.isaved = [tid[t] for t in self.saved]
-        self.igraph_inputs = [tid[t] for t in self.graph_inputs]
+        self.igraph_inputs = [tid[t] for t in graph_inputs]
         self.iunread_inputs = {tid[t] for t in self.unread_inputs}
         self.icosts = [[row.get(c, -1) for c in self.core_ids] for row in self.costs]
-        self.ipinned_cycles = [[row.get(c, -1) for c in self.core_ids] for row in self.pinned_cycles]
-        self.ipersistent_io = [None if io is None else (tuple(tid[t] for t in io[0]), tuple(tid[t] for t in io[1]),
-                                                        tuple(tid[t] for t in io[2]), tuple(tid[t] for t in io[3]))
-                               for io in self.persistent_io]
+        self.ipinned_cycles = [[row.get(c, -1) for c in self.core_ids] for row in pinned_cycles]
+        # Per op: (wait_made, updates, hazard_reads, made), or None when all four are empty.
+        self.ipersistent_io = [None if not (w or u or h or m) else (ids(w), ids(u), ids(h), ids(m))
+                               for w, u, h, m in zip(wait_made, updates, hazard_reads, made, strict=True)]
         self.ipersistent_readers = {tid[t]: ks for t, ks in self.persistent_readers.items()}
         self.link_ids = list(self.links)
         lid = {l: i for i, l in enumerate(self.link_ids)}
-        self.iroutes = [[tuple(lid[l] for l in self.routes.get((a, b), ())) for b in self.mem_ids]
+        self.iroutes = [[tuple(lid[l] for l in routes.get((a, b), ())) for b in self.mem_ids]
                         for a in self.mem_ids]
         self.icycles_cache: dict[int, tuple[tuple[int, int], ...]] = {}
         self.ishared = -1 if self.shared is None else mid[self.shared]
@@ -333,7 +313,7 @@ class DecoderPlan:
 class ReadsByCore:
     """Where a tensor is read under one op-to-core map (:meth:`DecoderPlan.reads_by_core`).
 
-    Cores, tensors and memories by number (``DecoderPlan._index``).  ``last_on[core][t]``
+    Cores, tensors and memories by number.  ``last_on[core][t]``
     and ``last_forward_on[core][t]``: the position of the last op on ``core`` that reads
     ``t``, and of the last forward-phase one; ``cross`` and ``cross_forward``: the tensors
     (with a producer) that an op, or a forward-phase op, reads on another core than their
@@ -449,7 +429,7 @@ class RawSchedule(NamedTuple):
 class _Decoder:
     """One decoding: the state of cores, memories and links while ops are placed in order.
 
-    Tensors, cores, memories and links are numbers (``DecoderPlan._index``); runs,
+    Tensors, cores, memories and links are numbers; runs,
     transfers and frees are collected as tuples of names in their dataclasses' field
     order, and built into schedule objects once, at the end (the GA decodes thousands).
     """

@@ -389,11 +389,7 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
             plan = found
         if status == "OPTIMAL" and whole:
             return plan, True
-        # P1I.L4: a proven window grows; one that ran out of time without a better plan shrinks.
-        if status == "OPTIMAL":
-            length = min(MAX_WINDOW, int(length * 1.25) + 1)
-        elif not better:
-            length = max(MIN_WINDOW, int(length * 0.8))
+        length = _next_length(length, status, better)
     return plan, False
 
 
@@ -416,9 +412,7 @@ def descent_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: 
     while not plan.fits(data) and not deadline.passed(margin=0.05):
         memory = plan.memory(data)
         centre = rng.choice([k for k, m in enumerate(memory) if m == plan.peak])
-        size = min(length, len(plan))
-        first = min(max(0, centre - rng.randrange(size)), len(plan) - size)
-        last = first + size - 1
+        first, last = _around(centre, min(length, len(plan)), len(plan), rng)
         began = time.perf_counter()
         status, found = _solve_window(im, plan, first, last, slack, deadline=deadline,
                                       step_time=step_time, seed=seed + done, workers=workers,
@@ -429,11 +423,15 @@ def descent_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: 
         done += 1
         if better and found is not None:
             plan = found
-        if status == "OPTIMAL":
-            length = min(MAX_WINDOW, int(length * 1.25) + 1)
-        elif not better:
-            length = max(MIN_WINDOW, int(length * 0.8))
+        length = _next_length(length, status, better)
     return plan
+
+
+def _next_length(length: int, status: str, better: bool) -> int:
+    """P1I.L4: a proven window grows; one that ran out of time without a better plan shrinks."""
+    if status == "OPTIMAL":
+        return min(MAX_WINDOW, int(length * 1.25) + 1)
+    return length if better else max(MIN_WINDOW, int(length * 0.8))
 
 
 def _window(plan: Plan, data: P1Data, length: int, rng: random.Random) -> tuple[int, int]:
@@ -441,7 +439,12 @@ def _window(plan: Plan, data: P1Data, length: int, rng: random.Random) -> tuple[
     (only there can the cost fall), the centre drawn uniformly among them."""
     recomputed = [k for k, j in enumerate(plan.copy) if j > 0]
     centre = rng.choice(recomputed) if recomputed else rng.randrange(len(plan))
-    first = min(max(0, centre - rng.randrange(length)), len(plan) - length)
+    return _around(centre, length, len(plan), rng)
+
+
+def _around(centre: int, length: int, n: int, rng: random.Random) -> tuple[int, int]:
+    """``length`` consecutive positions of ``n`` that hold ``centre``, placed at random."""
+    first = min(max(0, centre - rng.randrange(length)), n - length)
     return first, first + length - 1
 
 

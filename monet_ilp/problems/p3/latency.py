@@ -57,11 +57,9 @@ def pinned_path_bound(data: P3Data) -> int | None:
     and ``F`` to BD.B1's ends under those durations is a solution of the LP with ``L``
     at most the schedule's latency.  So the LP's optimum is a lower bound.
     """
-    saving = []
-    for op in data.ops:
-        unpinned = min(op.cycles.values())
-        pinned = [op.pinned_cycles[c] for c in op.pinned_cycles]
-        saving.append(max(0, unpinned - min(pinned)) if pinned and op.persistent_reads else 0)
+    unpinned = [min(op.cycles.values()) for op in data.ops]
+    saving = [max(0, u - min(op.pinned_cycles.values())) if op.pinned_cycles and op.persistent_reads else 0
+              for u, op in zip(unpinned, data.ops, strict=True)]
     if not any(saving):
         return None
     model = RowModel()
@@ -70,11 +68,8 @@ def pinned_path_bound(data: P3Data) -> int | None:
     share = {v: model.col(0.0, integer=False) for v, s in enumerate(saving) if s}
     pinnable = {p.index for p in data.persistent if p.pin_memories}
     pin = {p: model.col(0.0, integer=False) for v in share for p in data.ops[v].persistent_reads if p in pinnable}
-    total = 0
     for op in data.ops:
         v = op.index
-        unpinned = min(op.cycles.values())
-        total += unpinned
         gain = {share[v]: float(saving[v])} if v in share else {}
         before = set(op.after)
         earliest = 0
@@ -85,8 +80,8 @@ def pinned_path_bound(data: P3Data) -> int | None:
             else:
                 before.add(producer)
         for w in sorted(before):  # BD.B9.1
-            model.row({end[v]: 1.0, end[w]: -1.0, **gain}, unpinned, math.inf)
-        model.row({end[v]: 1.0, **gain}, earliest + unpinned, math.inf)
+            model.row({end[v]: 1.0, end[w]: -1.0, **gain}, unpinned[v], math.inf)
+        model.row({end[v]: 1.0, **gain}, earliest + unpinned[v], math.inf)
         model.row({latency: 1.0, end[v]: -1.0}, 0.0, math.inf)  # BD.B9.2
         if v in share:  # BD.B9.3: the saving needs every persistent input pinned
             for p in op.persistent_reads:
@@ -96,7 +91,7 @@ def pinned_path_bound(data: P3Data) -> int | None:
                     model.row({share[v]: 1.0}, -math.inf, 0.0)
     model.row({pin[p]: float(data.persistent[p].bytes) for p in pin}, -math.inf, float(pin_room(data)))  # BD.B9.4
     model.row({latency: float(len(data.cores)), **{share[v]: float(saving[v]) for v in share}},
-              float(total), math.inf)  # BD.B9.5
+              float(sum(unpinned)), math.inf)  # BD.B9.5
     run = run_highs(model.milp(), relax=True)
     if run.status != "optimal" or run.objective is None:
         return None
