@@ -16,6 +16,9 @@ Families (``formulations/bounds.md`` states each and why it holds):
   relaxation's MILP (BD.E: first-run cores, pins per SRAM, transfers between cores, and
   what each SRAM holds when each op first starts), solved by HiGHS with the solver
   bounds' time limit;
+* **P1, every schedule** (``formulations/bounds.md``, "P1: bounds over every schedule"):
+  ``every_op_once`` and ``cut`` (BD.B7), and with the solvers ``closure`` (BD.B10) and
+  the boundary relaxation's ``boundary_lp`` and ``boundary_milp`` (BD.R0-R6);
 * **solver**: the best bound of the CP-SAT model after a time limit, and the LP
   relaxation of the MILP (P1: Checkmate's; P3: small instances).  These are bounds
   over the model's class of schedules (``p3_problem.md``, P3.K3 with its limits C and T),
@@ -32,15 +35,21 @@ import math
 import time
 from typing import TYPE_CHECKING, Any
 
+from monet_ilp.engines.milp import safe_ceil
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p1.milp import lp_bound
+from monet_ilp.problems.p1.relax import all_schedules_bound
 from monet_ilp.problems.p3.bounds import Bound, combinatorial_bounds
 from monet_ilp.solve import solve
 
 if TYPE_CHECKING:
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["Bound", "combinatorial_bounds", "lower_bounds"]
+__all__ = ["EVERY_P1_SCHEDULE", "Bound", "combinatorial_bounds", "lower_bounds"]
+
+#: What P1's bounds over every schedule hold for, in a table's width (in full:
+#: :data:`monet_ilp.problems.p1.relax.HOLDS_FOR`).
+EVERY_P1_SCHEDULE = "every P1 schedule (first computations in order, any recomputations)"
 
 
 def lower_bounds(
@@ -82,6 +91,8 @@ def lower_bounds(
     if instance.problem is not Problem.P1 and objective is not Objective.COMPUTE:
         # With the solvers: the pivot relaxation (BD.E) too, on energy and weighted objectives.
         bounds += combinatorial_bounds(instance, relaxation_limit=time_limit if solver else None)
+    if instance.problem is Problem.P1:
+        bounds += _every_p1_schedule(instance, time_limit if solver else None, workers, solver)
     incumbent = None
     if solver:
         options: dict[str, Any] = {}
@@ -113,6 +124,34 @@ def lower_bounds(
         "best_source": None if best is None else best.name,
         "incumbent": incumbent,
     }
+
+
+def _every_p1_schedule(instance: Instance, time_limit: float | None, workers: int | None,
+                       solver: bool) -> list[Bound]:
+    """P1's bounds over every schedule (``formulations/bounds.md``, "P1: bounds over every
+    schedule"): every op once and BD.B7 always; with the solvers BD.B10 and the boundary
+    relaxation's LP and MILP (BD.R0-R6) too, within ``time_limit``."""
+    found = all_schedules_bound(instance, time_limit=time_limit, workers=workers,
+                                method="auto" if solver else "cut")
+    stats = found.stats
+    rows = [
+        ("every_op_once", "combinatorial", stats.get("every_op_once"), None, "every op computed once"),
+        ("cut", "combinatorial", stats.get("cut"), stats.get("cut_s"),
+         f"BD.B7, the fractional cover at the first computation of node {stats.get('cut_k')}"),
+        ("closure", "relaxation", stats.get("closure"), stats.get("closure_s"),
+         (f"BD.B10, the exact restore problem of {stats.get('closure_cuts')} cuts (worst: node "
+          f"{stats.get('closure_k')})")),
+        ("boundary_lp", "relaxation", None if stats.get("lp") is None else safe_ceil(stats["lp"]),
+         stats.get("lp_s"), f"BD.R0-R6, the LP (reach {stats.get('reach')})"),
+        ("boundary_milp", "relaxation", None if stats.get("milp") is None else safe_ceil(stats["milp"]),
+         stats.get("milp_s"), f"BD.R0-R6, the MILP ({stats.get('milp_status')})"),
+    ]
+    out = [Bound(name, family, value, EVERY_P1_SCHEDULE, seconds or 0.0, detail)
+           for name, family, value, seconds, detail in rows if value is not None]
+    if found.infeasible:
+        out.append(Bound("p1_infeasible", "relaxation", float("inf"), EVERY_P1_SCHEDULE, round(found.seconds, 3),
+                         str(stats.get("infeasible"))))
+    return out
 
 
 def _lp_bound(instance: Instance, time_limit: float | None) -> Bound | None:

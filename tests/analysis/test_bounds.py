@@ -9,16 +9,16 @@ import sys
 
 import numpy as np
 
-from monet_ilp.analysis.bounds import combinatorial_bounds, lower_bounds
+from monet_ilp.analysis.bounds import EVERY_P1_SCHEDULE, combinatorial_bounds, lower_bounds
 from monet_ilp.analysis.grade import grade, load_points
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.genome import Genome
-from monet_ilp.graph import zoo
+from monet_ilp.graph import random_layered_literature, zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.instance import MemorySpec, Objective
-from monet_ilp.make import make_instance
+from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.schedule import save_schedule
 from monet_ilp.solve import Status, solve
@@ -86,6 +86,21 @@ def test_lower_bounds_report_the_best_and_its_source():
     assert {"critical_path", "work", "memory", "cpsat"} <= names
     assert report["best"] == max(b["value"] for b in report["bounds"] if b["value"] is not None)
     assert report["incumbent"] is not None and report["best"] <= report["incumbent"]
+
+
+def test_lower_bounds_on_p1_list_the_bounds_over_every_schedule():
+    """P1: every op once, BD.B7, BD.B10 and the boundary relaxation, each at most what
+    the solver's proven optimum costs (its class is a part of P1)."""
+    inst = p1_instance(random_layered_literature(30, seed=0), 0.8)
+    report = lower_bounds(inst, time_limit=5, workers=1)
+    by_name = {b["name"]: b for b in report["bounds"]}
+    assert {"every_op_once", "cut", "closure", "boundary_lp", "cpsat"} <= set(by_name)
+    assert by_name["every_op_once"]["value"] <= by_name["cut"]["value"] <= by_name["closure"]["value"]
+    assert by_name["closure"]["holds_for"] == EVERY_P1_SCHEDULE
+    assert report["incumbent"] is not None
+    assert all(b["value"] <= report["incumbent"] for b in report["bounds"] if b["value"] is not None)
+    quick = lower_bounds(inst, solver=False)
+    assert {b["name"] for b in quick["bounds"]} == {"every_op_once", "cut"}
 
 
 def test_grade_gives_certified_gaps(tmp_path):

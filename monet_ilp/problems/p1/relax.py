@@ -12,6 +12,8 @@ any order between them, the optimizer rule), so they bound P1's optimum itself
 * ``cut`` (BD.B7): at each first computation, what memory forces out must come back at
   least once, at the price of a fractional min-cost cover; no solver, time linear in
   the sizes of the value ranges (plus a sort);
+* ``closure`` (BD.B10): the same cuts, each an exact small ILP that also brings back
+  what a recomputation reads (a value dropped at the cut, or recomputed after it);
 * ``lp`` and ``milp`` (BD.R0-R6): the *boundary relaxation*, which looks at the
   resident set only at the first computations and at whether each value is computed
   at least once between two of them; solved by HiGHS, its LP optimum or its MILP's
@@ -41,6 +43,8 @@ from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.schedule import Sequence
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from monet_ilp.instance import Instance
     from monet_ilp.problems.p1.data import P1Data
 
@@ -76,7 +80,7 @@ HOLDS_FOR = ("every P1 schedule of the instance (p1_problem.md: node-level value
              "on the stage form the milp and cpsat backends search")
 
 #: What :func:`all_schedules_bound` may be asked for; ``auto`` runs them all in turn.
-METHODS = ("auto", "milp", "lp", "cut", "every-op-once")
+METHODS = ("auto", "milp", "lp", "closure", "cut", "every-op-once")
 
 #: Named ranges of the relaxation's values (BD.R0, the reach ``H``): ``full`` up to the
 #: horizon ``h`` (P1M.D1), ``direct`` up to the last direct reader; an integer ``d`` goes
@@ -123,15 +127,18 @@ class P1Bound:
         the largest bound computed before that was found.
     method
         What gave it: ``milp`` (the MILP's optimum or dual bound), ``lp`` (the LP
-        optimum), ``cut`` (BD.B7) or ``every-op-once``; a tie goes to the stronger one.
+        optimum), ``closure`` (BD.B10), ``cut`` (BD.B7) or ``every-op-once``; a tie goes
+        to the stronger one.
     proven_optimal_relaxation
         Whether ``value`` is the proven optimum of the relaxation named by ``method``
         (always for ``cut`` and ``every-op-once``; for ``milp``, when HiGHS closed the
-        gap; for ``lp``, when the LP was solved).
+        gap; for ``lp``, when the LP was solved; for ``closure``, when every cut was
+        solved to optimality).
     seconds
         Wall time of the call.
     stats
-        What each step gave and took: ``every_op_once``, ``cut``, ``cut_k``, ``lp``,
+        What each step gave and took: ``every_op_once``, ``cut``, ``cut_k``,
+        ``closure``, ``closure_k``, ``closure_cuts`` (solved of those with an excess), ``lp``,
         ``milp``, their seconds and statuses, the model's size and reach, and why a
         step did not run.
     holds_for
@@ -234,6 +241,8 @@ class CutBound:
     cover: Fraction
     k: int | None
     infeasible: str | None = None
+    #: The cuts with a positive excess, largest cover first (BD.B10 solves them in this order).
+    cuts: tuple[int, ...] = ()
 
 
 def cut_bound(data: P1Data, deadline: Deadline | None = None) -> CutBound:
@@ -277,6 +286,7 @@ def cut_bound(data: P1Data, deadline: Deadline | None = None) -> CutBound:
     # A value counted optional at k has a reader after k: users(e) lies beyond k, e not read at k.
     best = Fraction(0)
     best_k: int | None = None
+    covers: list[tuple[Fraction, int]] = []
     for k in range(n):
         held = mandatory[k] + data.size[k]
         if held > budget:
@@ -288,11 +298,13 @@ def cut_bound(data: P1Data, deadline: Deadline | None = None) -> CutBound:
         if excess <= 0:
             continue
         cover = _fractional_cover(excess, [(data.cost[e], size[e]) for e in optional[k]])
+        covers.append((cover, k))
         if cover > best:
             best, best_k = cover, k
         if k % 256 == 0:
             deadline.check("the P1 cut bound", f"cut {k:,} of {n:,}")
-    return CutBound(base + math.ceil(best), best, best_k)
+    order = tuple(k for _, k in sorted(covers, key=lambda ck: (-ck[0], ck[1])))
+    return CutBound(base + math.ceil(best), best, best_k, cuts=order)
 
 
 def _fractional_cover(excess: int, items: list[tuple[int, int]]) -> Fraction:
@@ -307,6 +319,120 @@ def _fractional_cover(excess: int, items: list[tuple[int, int]]) -> Fraction:
         cost += c
         left -= m
     return cost  # not reached: the caller's mandatory check leaves enough to drop
+
+
+# ========================================================================== BD.B10
+#: BD.B10's HiGHS seconds per cut at most (its dual bound is kept when a cut stops there).
+CLOSURE_CUT_S = 5.0
+#: The share of the time left that ``all_schedules_bound(method="auto")`` gives BD.B10.
+CLOSURE_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class ClosureBound:
+    """The closure bound BD.B10 of one instance.
+
+    ``value`` is ``Σ_v c_v`` plus the largest proven restore cost over the cuts solved,
+    ``k`` its cut, ``solved`` how many cuts were solved out of ``cuts`` (those with an
+    excess, largest BD.B7 cover first), ``proven`` whether every cut was solved to
+    optimality (then ``value`` is BD.B10 itself, not a lower bound on it), ``infeasible``
+    the cut whose restore problem has no solution (no P1 schedule exists).
+    """
+
+    value: int
+    k: int | None
+    solved: int
+    cuts: int
+    proven: bool
+    infeasible: str | None = None
+
+
+def closure_model(data: P1Data, k: int) -> SparseMilp:
+    """BD.B10's restore problem at cut ``k`` (``formulations/bounds.md``).
+
+    Columns ``x[e]`` (value ``e`` resident at the first computation of ``k``) for the
+    node values ``e < k`` and the read inputs, and ``y[e]`` (node ``e < k`` computed
+    again after it) for ``k < t_u``; objective ``Σ c_e y[e]``.
+    """
+    n, t_u = data.n, data.first_update
+    size = data.size + data.input_size
+    users, reads = data.users, data.reads
+    values = [*range(k), *range(n, data.n_values)]
+    read_now = set(reads[k])
+    x: dict[int, int] = {}
+    y: dict[int, int] = {}
+    cost: list[float] = []
+    col_lb: list[float] = []
+    names: list[str] = []
+    for e in values:
+        x[e] = len(cost)
+        last = users[e][-1] if users[e] else -1
+        # B10.1: what k reads is resident; B10.2: so is an input read at or after k.
+        forced = e in read_now or (e >= n and last >= k)
+        cost.append(0.0)
+        col_lb.append(1.0 if forced else 0.0)
+        names.append(f"x_{data.label(e)}")
+        if e < n and k < t_u:
+            y[e] = len(cost)
+            cost.append(float(data.cost[e]))
+            col_lb.append(0.0)
+            names.append(f"y_{data.label(e)}")
+    start: list[int] = [0]
+    index: list[int] = []
+    value: list[float] = []
+    row_lb: list[float] = []
+    row_ub: list[float] = []
+
+    def row(terms: list[tuple[int, float]], lo: float, hi: float) -> None:
+        index.extend(c for c, _ in terms)
+        value.extend(v for _, v in terms)
+        start.append(len(index))
+        row_lb.append(lo)
+        row_ub.append(hi)
+
+    for e in values:  # B10.3: read after k, so resident at k or computed after it
+        if users[e] and users[e][-1] > k and e not in read_now:
+            row([(x[e], 1.0)] + ([(y[e], 1.0)] if e in y else []), 1.0, math.inf)
+    for u, yu in y.items():  # B10.4: a computation after k reads values resident or computed then
+        for w in reads[u]:
+            row([(yu, 1.0), (x[w], -1.0)] + ([(y[w], -1.0)] if w in y else []), -math.inf, 0.0)
+    # B10.5: memory at cut k
+    row([(x[e], float(size[e])) for e in values if size[e] > 0], -math.inf,
+        float(data.budget - data.size[k]))
+    return SparseMilp.of(
+        cost=cost, col_lb=col_lb, col_ub=[1.0] * len(cost), row_lb=row_lb, row_ub=row_ub,
+        start=start, index=index, value=value, integer=[True] * len(cost), col_names=names)
+
+
+def closure_bound(data: P1Data, cuts: Iterable[int], deadline: Deadline | None = None
+                  ) -> ClosureBound:
+    """BD.B10: at the first computation of node ``k``, the least cost of bringing back
+    every value read after it, with what a recomputation reads (``formulations/bounds.md``).
+
+    Each cut is an exact restore problem (:func:`closure_model`, HiGHS, at most
+    :data:`CLOSURE_CUT_S` seconds, its dual bound kept); the bound is ``Σ_v c_v`` plus
+    the largest.  ``cuts`` in the order to solve them (``CutBound.cuts``: the others
+    cannot force anything out); at the deadline the cuts solved so far give the bound.
+    """
+    deadline = deadline or Deadline(None)
+    base = every_op_once(data)
+    order = list(cuts)
+    best, best_k, solved, proven = 0, None, 0, True
+    for k in order:
+        if deadline.passed():
+            break
+        run = run_highs(closure_model(data, k), threads=1, gap_abs=INTEGER_GAP,
+                        deadline=deadline.sub(at_most=CLOSURE_CUT_S))
+        if run.status == "infeasible":
+            return ClosureBound(base + best, best_k, solved, len(order), False, (
+                f"BD.B10: at the first computation of {data.ops[k]!r} (node {k}), no set of "
+                f"values within the {data.budget_bytes:,} bytes available can bring back "
+                "every value read later"))
+        solved += 1
+        proven = proven and run.status == "optimal"
+        if run.bound is not None and safe_ceil(run.bound) > best:
+            best, best_k = safe_ceil(run.bound), k
+    return ClosureBound(base + best, best_k, solved, len(order), proven and solved == len(order))
 
 
 # ======================================================================== BD.R0-R6
@@ -535,8 +661,8 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
 
     Holds for every P1 sequence with first computations in the instance's order, any
     number and order of recomputations (:data:`HOLDS_FOR`; ``formulations/bounds.md``
-    BD.R0-R6, BD.B7, BD.B8); so a gap against it is a gap to P1's optimum, not only to
-    the optimum of a backend's class.
+    BD.R0-R6, BD.B7, BD.B8, BD.B10); so a gap against it is a gap to P1's optimum, not
+    only to the optimum of a backend's class.
 
     Parameters
     ----------
@@ -544,14 +670,16 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
         A P1 instance.
     time_limit
         Seconds for the whole call (``None``: no limit).  The cut bound always runs (it
-        is linear); the relaxation is built and solved in what is left, and stops
-        cleanly at the limit with the best bound so far.
+        is linear); the closure bound gets :data:`CLOSURE_SHARE` of the time left (with
+        ``method="auto"``); the relaxation is built and solved in what is left, and
+        stops cleanly at the limit with the best bound so far.
     workers
         HiGHS threads (default 1).
     method
-        ``auto``: every-op-once, the cut bound, then the LP, then (models up to
-        :data:`MILP_MAX_COLS` columns) the MILP, best of all; ``milp`` or ``lp``: the
-        cut bound and that relaxation; ``cut``; ``every-op-once``.
+        ``auto``: every-op-once, the cut bound, the closure bound, then the LP, then
+        (models up to :data:`MILP_MAX_COLS` columns) the MILP, best of all; ``milp`` or
+        ``lp``: the cut bound and that relaxation; ``closure``: the cut and closure
+        bounds; ``cut``; ``every-op-once``.
     reach
         The relaxation's ranges (:data:`REACHES`): ``auto`` takes ``full`` up to
         :data:`FULL_REACH_MAX_COLS` columns, ``direct`` above.
@@ -609,6 +737,23 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
         return result()
     if method == "cut":
         return result()
+
+    # ---- BD.B10: each cut's restore problem, exactly (a share of the time with more to follow)
+    if method in ("auto", "closure"):
+        step = time.perf_counter()
+        closure = closure_bound(data, cut.cuts, deadline if method == "closure" else
+                                deadline.sub(CLOSURE_SHARE))
+        stats["closure"] = closure.value
+        stats["closure_k"] = closure.k
+        stats["closure_cuts"] = f"{closure.solved} of {closure.cuts}"
+        stats["closure_s"] = round(time.perf_counter() - step, 3)
+        best = max(best, (closure.value, "closure", closure.proven), key=_rank)
+        if closure.infeasible:
+            stats["infeasible"] = closure.infeasible
+            infeasible = True
+            return result()
+        if method == "closure":
+            return result()
 
     # ---- BD.R0-R6
     chosen = auto_reach(data, deadline.left()) if reach == "auto" else reach
@@ -699,7 +844,7 @@ def auto_reach(data: P1Data, seconds_left: float | None) -> str | int:
 
 
 #: Ties go to the stronger method (it says more: a proven relaxation optimum).
-_STRENGTH = {"every-op-once": 0, "cut": 1, "lp": 2, "milp": 3}
+_STRENGTH = {"every-op-once": 0, "cut": 1, "closure": 2, "lp": 3, "milp": 4}
 
 
 def _rank(entry: tuple[int, str, bool]) -> tuple[int, int]:
