@@ -670,9 +670,11 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
         A P1 instance.
     time_limit
         Seconds for the whole call (``None``: no limit).  The cut bound always runs (it
-        is linear); the closure bound gets :data:`CLOSURE_SHARE` of the time left (with
-        ``method="auto"``); the relaxation is built and solved in what is left, and
-        stops cleanly at the limit with the best bound so far.
+        is linear); with ``method="auto"`` the closure bound gets :data:`CLOSURE_SHARE`
+        of the time left before the relaxation, or, when the relaxation's MILP is small
+        (at most :data:`MILP_MAX_COLS_UNLIMITED` columns at full reach), what its MILP
+        leaves after it; the relaxation is built and solved in what is left, and stops
+        cleanly at the limit with the best bound so far.
     workers
         HiGHS threads (default 1).
     method
@@ -738,11 +740,13 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
     if method == "cut":
         return result()
 
-    # ---- BD.B10: each cut's restore problem, exactly (a share of the time with more to follow)
-    if method in ("auto", "closure"):
+    # ---- BD.B10: each cut's restore problem, exactly.  Before the relaxation, with a share
+    # of the time; after it when the relaxation's MILP is small (it often proves the
+    # optimum at once there, which ends a portfolio), and only if the MILP was not solved.
+    def closure_step(within: Deadline) -> None:
+        nonlocal best, infeasible
         step = time.perf_counter()
-        closure = closure_bound(data, cut.cuts, deadline if method == "closure" else
-                                deadline.sub(CLOSURE_SHARE))
+        closure = closure_bound(data, cut.cuts, within)
         stats["closure"] = closure.value
         stats["closure_k"] = closure.k
         stats["closure_cuts"] = f"{closure.solved} of {closure.cuts}"
@@ -751,8 +755,12 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
         if closure.infeasible:
             stats["infeasible"] = closure.infeasible
             infeasible = True
-            return result()
-        if method == "closure":
+
+    closure_last = (method == "auto" and reach in ("auto", "full")
+                    and model_columns(data, "full") <= MILP_MAX_COLS_UNLIMITED)
+    if method == "closure" or (method == "auto" and not closure_last):
+        closure_step(deadline if method == "closure" else deadline.sub(CLOSURE_SHARE))
+        if infeasible or method == "closure":
             return result()
 
     # ---- BD.R0-R6
@@ -797,8 +805,8 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
             return result()
         step = time.perf_counter()
         watch = deadline.limited and model.milp.num_nonzeros >= WATCHED_NONZEROS
-        run = run_highs(model.milp, threads=threads, deadline=deadline, gap_abs=INTEGER_GAP,
-                        watch=watch)
+        run = run_highs(model.milp, threads=threads, gap_abs=INTEGER_GAP, watch=watch,
+                        deadline=deadline.sub(1 - CLOSURE_SHARE / 2) if closure_last else deadline)
         stats["milp_s"] = round(time.perf_counter() - step, 3)
         stats["milp_status"] = run.status
         if run.status == "infeasible":
@@ -816,6 +824,8 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
                 solver_optimum = max(base, math.ceil(run.bound - 1e-6))
         if run.values is not None:  # BD.R7: the solution as a plan, for the evaluator
             schedule = relaxation_sequence(instance, data, model, run.values)
+    if closure_last and stats.get("milp_status") != "optimal" and not deadline.passed():
+        closure_step(deadline)
     return result()
 
 
