@@ -333,8 +333,9 @@ class ClosureBound:
     """The closure bound BD.B10 of one instance.
 
     ``value`` is ``Σ_v c_v`` plus the largest proven restore cost over the cuts solved,
-    ``k`` its cut, ``solved`` how many cuts were solved out of ``cuts`` (those with an
-    excess, largest BD.B7 cover first), ``proven`` whether every cut was solved to
+    ``k`` its cut, ``solved`` how many cuts were solved (to optimality, or to their time
+    limit with HiGHS's dual bound) out of ``cuts`` (those with an excess, largest BD.B7
+    cover first), ``proven`` whether every cut was solved to
     optimality (then ``value`` is BD.B10 itself, not a lower bound on it), ``infeasible``
     the cut whose restore problem has no solution (no P1 schedule exists).
     """
