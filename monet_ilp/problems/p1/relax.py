@@ -368,7 +368,7 @@ def closure_model(data: P1Data, k: int) -> SparseMilp:
     for e in values:
         x[e] = len(cost)
         last = users[e][-1] if users[e] else -1
-        # B10.1: what k reads is resident; B10.2: so is an input read at or after k.
+        # BD.B10.1: what k reads is resident; BD.B10.2: so is an input read at or after k.
         forced = e in read_now or (e >= n and last >= k)
         cost.append(0.0)
         col_lb.append(1.0 if forced else 0.0)
@@ -391,13 +391,13 @@ def closure_model(data: P1Data, k: int) -> SparseMilp:
         row_lb.append(lo)
         row_ub.append(hi)
 
-    for e in values:  # B10.3: read after k, so resident at k or computed after it
+    for e in values:  # BD.B10.3: read after k, so resident at k or computed after it
         if users[e] and users[e][-1] > k and e not in read_now:
             row([(x[e], 1.0)] + ([(y[e], 1.0)] if e in y else []), 1.0, math.inf)
-    for u, yu in y.items():  # B10.4: a computation after k reads values resident or computed then
+    for u, yu in y.items():  # BD.B10.4: a computation after k reads values resident or computed then
         for w in reads[u]:
             row([(yu, 1.0), (x[w], -1.0)] + ([(y[w], -1.0)] if w in y else []), -math.inf, 0.0)
-    # B10.5: memory at cut k
+    # BD.B10.5: memory at cut k
     row([(x[e], float(size[e])) for e in values if size[e] > 0], -math.inf,
         float(data.budget - data.size[k]))
     return SparseMilp.of(
