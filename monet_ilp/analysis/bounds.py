@@ -70,7 +70,8 @@ def lower_bounds(
         A P1, P2 or P3 instance; its objective (and runtime limit, for energy) is
         the one bounded.
     time_limit, workers
-        For the solver bounds.
+        For the solver bounds (P1: half for the bounds over every schedule, the rest for
+        CP-SAT).
     solver
         Also run CP-SAT (and, where the instance is small enough, the MILP's LP
         relaxation).
@@ -91,15 +92,21 @@ def lower_bounds(
     if instance.problem is not Problem.P1 and objective is not Objective.COMPUTE:
         # With the solvers: the pivot relaxation (BD.E) too, on energy and weighted objectives.
         bounds += combinatorial_bounds(instance, relaxation_limit=time_limit if solver else None)
+    began = time.perf_counter()
     if instance.problem is Problem.P1:
-        bounds += _every_p1_schedule(instance, time_limit if solver else None, workers, solver)
+        # Half of the time for the bounds over every schedule, the rest for CP-SAT.
+        share = None if time_limit is None else time_limit / 2
+        bounds += _every_p1_schedule(instance, share if solver else None, workers, solver)
     incumbent = None
     if solver:
         options: dict[str, Any] = {}
         if instance.problem is Problem.P3:
             options = {k: v for k, v in (("max_computes", max_computes), ("max_transfers", max_transfers))
                        if v is not None}
-        result = solve(instance, "cpsat", time_limit=time_limit, workers=workers, hint=hint, **options)
+        left = time_limit
+        if time_limit is not None and instance.problem is Problem.P1:
+            left = max(1.0, time_limit - (time.perf_counter() - began))
+        result = solve(instance, "cpsat", time_limit=left, workers=workers, hint=hint, **options)
         holds = ("the model's class" if instance.problem is not Problem.P3 else
                  f"class K3 (max_computes={result.stats.get('max_computes')}, "
                  f"max_transfers={result.stats.get('max_transfers')})")
