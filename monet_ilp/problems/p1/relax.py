@@ -321,6 +321,39 @@ def _fractional_cover(excess: int, items: list[tuple[int, int]]) -> Fraction:
     return cost  # not reached: the caller's mandatory check leaves enough to drop
 
 
+# ================================================== rows for HiGHS (BD.B10, BD.R0-R6)
+class _Rows:
+    """Rows ``lb <= a·x <= ub`` in CSR form, constants folded away, a deadline checked."""
+
+    def __init__(self, deadline: Deadline) -> None:
+        self.start = [0]
+        self.index: list[int] = []
+        self.value: list[float] = []
+        self.lb: list[float] = []
+        self.ub: list[float] = []
+        self.deadline = deadline
+        self.count: dict[str, int] = {}
+
+    def add(self, family: str, terms: list[tuple[int, float]], const: float, lb: float,
+            ub: float) -> bool:
+        """Add ``lb <= Σ coef·col + const <= ub`` (terms with column indices only, distinct).
+
+        Returns whether the row can hold: a row without columns is checked, not stored.
+        """
+        if not terms:
+            return lb - 1e-9 <= const <= ub + 1e-9
+        if len(self.lb) % CHECK_EVERY == 0:
+            self.deadline.check("building the P1 boundary relaxation",
+                                lambda: f"{len(self.lb):,} rows")
+        self.index.extend(c for c, _ in terms)
+        self.value.extend(v for _, v in terms)
+        self.start.append(len(self.index))
+        self.lb.append(lb - const)
+        self.ub.append(ub - const)
+        self.count[family] = self.count.get(family, 0) + 1
+        return True
+
+
 # ========================================================================== BD.B10
 #: BD.B10's HiGHS seconds per cut at most (its dual bound is kept when a cut stops there).
 CLOSURE_CUT_S = 5.0
@@ -357,7 +390,7 @@ def closure_model(data: P1Data, k: int) -> SparseMilp:
     """
     n, t_u = data.n, data.first_update
     size = data.size + data.input_size
-    users, reads = data.users, data.reads
+    reads = data.reads
     values = [*range(k), *range(n, data.n_values)]
     read_now = set(reads[k])
     x: dict[int, int] = {}
@@ -367,9 +400,8 @@ def closure_model(data: P1Data, k: int) -> SparseMilp:
     names: list[str] = []
     for e in values:
         x[e] = len(cost)
-        last = users[e][-1] if users[e] else -1
         # BD.B10.1: what k reads is resident; BD.B10.2: so is an input read at or after k.
-        forced = e in read_now or (e >= n and last >= k)
+        forced = e in read_now or (e >= n and last_reader(data, e) >= k)
         cost.append(0.0)
         col_lb.append(1.0 if forced else 0.0)
         names.append(f"x_{data.label(e)}")
@@ -378,31 +410,21 @@ def closure_model(data: P1Data, k: int) -> SparseMilp:
             cost.append(float(data.cost[e]))
             col_lb.append(0.0)
             names.append(f"y_{data.label(e)}")
-    start: list[int] = [0]
-    index: list[int] = []
-    value: list[float] = []
-    row_lb: list[float] = []
-    row_ub: list[float] = []
-
-    def row(terms: list[tuple[int, float]], lo: float, hi: float) -> None:
-        index.extend(c for c, _ in terms)
-        value.extend(v for _, v in terms)
-        start.append(len(index))
-        row_lb.append(lo)
-        row_ub.append(hi)
-
+    rows = _Rows(Deadline(None))
     for e in values:  # BD.B10.3: read after k, so resident at k or computed after it
-        if users[e] and users[e][-1] > k and e not in read_now:
-            row([(x[e], 1.0)] + ([(y[e], 1.0)] if e in y else []), 1.0, math.inf)
+        if last_reader(data, e) > k and e not in read_now:
+            rows.add("B10.3", [(x[e], 1.0)] + ([(y[e], 1.0)] if e in y else []), 0.0, 1.0, math.inf)
     for u, yu in y.items():  # BD.B10.4: a computation after k reads values resident or computed then
         for w in reads[u]:
-            row([(yu, 1.0), (x[w], -1.0)] + ([(y[w], -1.0)] if w in y else []), -math.inf, 0.0)
+            rows.add("B10.4", [(yu, 1.0), (x[w], -1.0)] + ([(y[w], -1.0)] if w in y else []), 0.0,
+                     -math.inf, 0.0)
     # BD.B10.5: memory at cut k
-    row([(x[e], float(size[e])) for e in values if size[e] > 0], -math.inf,
-        float(data.budget - data.size[k]))
+    rows.add("B10.5", [(x[e], float(size[e])) for e in values if size[e] > 0], 0.0, -math.inf,
+             float(data.budget - data.size[k]))
     return SparseMilp.of(
-        cost=cost, col_lb=col_lb, col_ub=[1.0] * len(cost), row_lb=row_lb, row_ub=row_ub,
-        start=start, index=index, value=value, integer=[True] * len(cost), col_names=names)
+        cost=cost, col_lb=col_lb, col_ub=[1.0] * len(cost), row_lb=rows.lb, row_ub=rows.ub,
+        start=rows.start, index=rows.index, value=rows.value, integer=[True] * len(cost),
+        col_names=names)
 
 
 def closure_bound(data: P1Data, cuts: Iterable[int], deadline: Deadline | None = None
@@ -452,38 +474,6 @@ class Boundary:
     infeasible: str | None = None
     #: ``r_columns[e][k - e - 1]``: the column of ``r[e,k]`` (what :func:`relaxation_sequence` reads).
     r_columns: list[list[int]] = field(default_factory=list)
-
-
-class _Rows:
-    """Rows ``lb <= a·x <= ub`` in CSR form, constants folded away, a deadline checked."""
-
-    def __init__(self, deadline: Deadline) -> None:
-        self.start = [0]
-        self.index: list[int] = []
-        self.value: list[float] = []
-        self.lb: list[float] = []
-        self.ub: list[float] = []
-        self.deadline = deadline
-        self.count: dict[str, int] = {}
-
-    def add(self, family: str, terms: list[tuple[int, float]], const: float, lb: float,
-            ub: float) -> bool:
-        """Add ``lb <= Σ coef·col + const <= ub`` (terms with column indices only, distinct).
-
-        Returns whether the row can hold: a row without columns is checked, not stored.
-        """
-        if not terms:
-            return lb - 1e-9 <= const <= ub + 1e-9
-        if len(self.lb) % CHECK_EVERY == 0:
-            self.deadline.check("building the P1 boundary relaxation",
-                                lambda: f"{len(self.lb):,} rows")
-        self.index.extend(c for c, _ in terms)
-        self.value.extend(v for _, v in terms)
-        self.start.append(len(self.index))
-        self.lb.append(lb - const)
-        self.ub.append(ub - const)
-        self.count[family] = self.count.get(family, 0) + 1
-        return True
 
 
 def boundary_relaxation(data: P1Data, *, reach: str | int = "full",
