@@ -147,7 +147,8 @@ def _every_p1_schedule(instance: Instance, time_limit: float | None, workers: in
          f"BD.B7, the fractional cover at the first computation of node {stats.get('cut_k')}"),
         ("closure", "relaxation", stats.get("closure"), stats.get("closure_s"),
          (f"BD.B10, the exact restore problem of {stats.get('closure_cuts')} cuts (worst: node "
-          f"{stats.get('closure_k')})")),
+          f"{stats.get('closure_k')})" + (f"; BD.B11, chained over nodes {stats['closure_chain']}"
+                                          if stats.get("closure_chain") else ""))),
         ("boundary_lp", "relaxation", None if stats.get("lp") is None else safe_ceil(stats["lp"]),
          stats.get("lp_s"), f"BD.R0-R6, the LP (reach {stats.get('reach')})"),
         ("boundary_milp", "relaxation", None if stats.get("milp") is None else safe_ceil(stats["milp"]),

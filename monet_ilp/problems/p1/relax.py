@@ -6,14 +6,17 @@ limit.  Their bounds hold over that class only.  The bounds here hold for *every
 P1 sequence of the instance (``formulations/p1_problem.md``: node-level values, first
 computations in the instance's order, any number of recomputations of any node, in
 any order between them, the optimizer rule), so they bound P1's optimum itself
-(``formulations/bounds.md``, "P1: bounds over every schedule", BD.R0-R6, BD.B7, BD.B8):
+(``formulations/bounds.md``, "P1: bounds over every schedule", BD.R0-R6, BD.B7, BD.B8,
+BD.B10, BD.B11):
 
 * ``every-op-once``: ``Σ_v c_v`` (every op runs at least once);
 * ``cut`` (BD.B7): at each first computation, what memory forces out must come back at
   least once, at the price of a fractional min-cost cover; no solver, time linear in
   the sizes of the value ranges (plus a sort);
 * ``closure`` (BD.B10): the same cuts, each an exact small ILP that also brings back
-  what a recomputation reads (a value dropped at the cut, or recomputed after it);
+  what a recomputation reads (a value dropped at the cut, or recomputed after it); then
+  BD.B11, chains of those ILPs linked by what stays resident between their cuts, where
+  cuts apart each force recomputations of their own;
 * ``lp`` and ``milp`` (BD.R0-R6): the *boundary relaxation*, which looks at the
   resident set only at the first computations and at whether each value is computed
   at least once between two of them; solved by HiGHS, its LP optimum or its MILP's
@@ -63,6 +66,10 @@ __all__ = [
     "all_schedules_bound",
     "auto_reach",
     "boundary_relaxation",
+    "chain_bound",
+    "chain_model",
+    "closure_bound",
+    "closure_model",
     "cut_bound",
     "every_op_once",
     "last_reader",
@@ -359,17 +366,27 @@ class _Rows:
 CLOSURE_CUT_S = 5.0
 #: The share of the time left that ``all_schedules_bound(method="auto")`` gives BD.B10.
 CLOSURE_SHARE = 0.5
+#: BD.B11: the share of BD.B10's time kept for its chains (the single cuts stop at the rest).
+CHAIN_SHARE = 0.5
+#: BD.B11: HiGHS seconds per chain at most (its dual bound is kept when it stops there).
+CHAIN_S = 10.0
+#: BD.B11: the cuts tried as the next link of a chain, per link.
+CHAIN_TRIES = 3
+#: BD.B11: a new link is at least ``n / CHAIN_SPACING`` first computations from the others.
+CHAIN_SPACING = 50
 
 
 @dataclass(frozen=True)
 class ClosureBound:
-    """The closure bound BD.B10 of one instance.
+    """The closure bound BD.B10 (with BD.B11's chains) of one instance.
 
-    ``value`` is ``Σ_v c_v`` plus the largest proven restore cost over the cuts solved,
-    ``k`` its cut, ``solved`` how many cuts were solved (to optimality, or to their time
+    ``value`` is ``Σ_v c_v`` plus the largest proven restore cost over the cuts solved
+    and the chains of cuts tried (``chain``: the one that gives it, if any), ``k`` the
+    best single cut, ``solved`` how many cuts were solved (to optimality, or to their time
     limit with HiGHS's dual bound) out of ``cuts`` (those with an excess, largest BD.B7
     cover first), ``proven`` whether every cut was solved to
-    optimality (then ``value`` is BD.B10 itself, not a lower bound on it), ``infeasible``
+    optimality and no chain gives more (then ``value`` is BD.B10 itself, not a lower
+    bound on it), ``infeasible``
     the cut whose restore problem has no solution (no P1 schedule exists).
     """
 
@@ -379,48 +396,77 @@ class ClosureBound:
     cuts: int
     proven: bool
     infeasible: str | None = None
+    #: BD.B11: the chain of cuts that gives ``value`` (empty when one cut gives it).
+    chain: tuple[int, ...] = ()
 
 
 def closure_model(data: P1Data, k: int) -> SparseMilp:
-    """BD.B10's restore problem at cut ``k`` (``formulations/bounds.md``).
+    """BD.B10's restore problem at cut ``k`` (``formulations/bounds.md``): the chain of
+    one cut (:func:`chain_model`).
 
     Columns ``x[e]`` (value ``e`` resident at the first computation of ``k``) for the
     node values ``e < k`` and the read inputs, and ``y[e]`` (node ``e < k`` computed
     again after it) for ``k < t_u``; objective ``Σ c_e y[e]``.
     """
+    return chain_model(data, (k,))
+
+
+def chain_model(data: P1Data, cuts: Iterable[int]) -> SparseMilp:
+    """BD.B11's restore problem over the cuts ``k_1 < … < k_m`` (``formulations/bounds.md``).
+
+    Per cut ``k_i``: ``x_i[e]`` (value ``e`` resident at the first computation of ``k_i``)
+    for the node values ``e < k_i`` and the read inputs, and ``y_i[e]`` (node ``e < k_i``
+    computed again between cut ``k_i`` and cut ``k_{i+1}``, or after ``k_m``) for
+    ``k_i < t_u``; objective ``Σ_i Σ_e c_e y_i[e]``.  One cut is BD.B10.
+    """
     n, t_u = data.n, data.first_update
     size = data.size + data.input_size
     reads = data.reads
-    values = [*range(k), *range(n, data.n_values)]
-    read_now = set(reads[k])
-    x: dict[int, int] = {}
-    y: dict[int, int] = {}
+    ks = sorted(set(cuts))
     cost: list[float] = []
     col_lb: list[float] = []
     names: list[str] = []
-    for e in values:
-        x[e] = len(cost)
-        # BD.B10.1: what k reads is resident; BD.B10.2: so is an input read at or after k.
-        forced = e in read_now or (e >= n and last_reader(data, e) >= k)
-        cost.append(0.0)
-        col_lb.append(1.0 if forced else 0.0)
-        names.append(f"x_{data.label(e)}")
-        if e < n and k < t_u:
-            y[e] = len(cost)
-            cost.append(float(data.cost[e]))
-            col_lb.append(0.0)
-            names.append(f"y_{data.label(e)}")
     rows = _Rows(Deadline(None))
-    for e in values:  # BD.B10.3: read after k, so resident at k or computed after it
-        if last_reader(data, e) > k and e not in read_now:
-            rows.add("B10.3", [(x[e], 1.0)] + ([(y[e], 1.0)] if e in y else []), 0.0, 1.0, math.inf)
-    for u, yu in y.items():  # BD.B10.4: a computation after k reads values resident or computed then
-        for w in reads[u]:
-            rows.add("B10.4", [(yu, 1.0), (x[w], -1.0)] + ([(y[w], -1.0)] if w in y else []), 0.0,
-                     -math.inf, 0.0)
-    # BD.B10.5: memory at cut k
-    rows.add("B10.5", [(x[e], float(size[e])) for e in values if size[e] > 0], 0.0, -math.inf,
-             float(data.budget - data.size[k]))
+
+    def column(c: float, lb: float, name: str) -> int:
+        cost.append(c)
+        col_lb.append(lb)
+        names.append(name if len(ks) == 1 else f"{name}@{data.label(k)}")
+        return len(cost) - 1
+
+    x_before: dict[int, int] = {}
+    y_before: dict[int, int] = {}
+    for i, k in enumerate(ks):
+        last = i + 1 == len(ks)
+        values = [*range(k), *range(n, data.n_values)]
+        read_now = set(reads[k])
+        x: dict[int, int] = {}
+        y: dict[int, int] = {}
+        for e in values:
+            # BD.B10.1: what k reads is resident; BD.B10.2: so is an input read at or after k.
+            forced = e in read_now or (e >= n and last_reader(data, e) >= k)
+            x[e] = column(0.0, 1.0 if forced else 0.0, f"x_{data.label(e)}")
+            if e < n and k < t_u:
+                y[e] = column(float(data.cost[e]), 0.0, f"y_{data.label(e)}")
+        # BD.B10.3 (the last cut) and BD.B11.1: read later (before the next cut), so resident
+        # at k or computed after it (before the next cut).
+        later = (values if last else
+                 dict.fromkeys(w for v in range(k + 1, ks[i + 1]) for w in reads[v] if w in x))
+        for e in later:
+            if e not in read_now and (not last or last_reader(data, e) > k):
+                rows.add("B10.3", [(x[e], 1.0)] + ([(y[e], 1.0)] if e in y else []), 0.0, 1.0, math.inf)
+        for u, yu in y.items():  # BD.B10.4: a computation after k reads values resident or computed then
+            for w in reads[u]:
+                rows.add("B10.4", [(yu, 1.0), (x[w], -1.0)] + ([(y[w], -1.0)] if w in y else []), 0.0,
+                         -math.inf, 0.0)
+        # BD.B10.5: memory at cut k
+        rows.add("B10.5", [(x[e], float(size[e])) for e in values if size[e] > 0], 0.0, -math.inf,
+                 float(data.budget - data.size[k]))
+        for e, xe in x.items():  # BD.B11.2: resident at k, so at the cut before, or computed since
+            if e in x_before:
+                rows.add("B11.2", [(xe, 1.0), (x_before[e], -1.0)]
+                         + ([(y_before[e], -1.0)] if e in y_before else []), 0.0, -math.inf, 0.0)
+        x_before, y_before = x, y
     return SparseMilp.of(
         cost=cost, col_lb=col_lb, col_ub=[1.0] * len(cost), row_lb=rows.lb, row_ub=rows.ub,
         start=rows.start, index=rows.index, value=rows.value, integer=[True] * len(cost),
@@ -430,32 +476,74 @@ def closure_model(data: P1Data, k: int) -> SparseMilp:
 def closure_bound(data: P1Data, cuts: Iterable[int], deadline: Deadline | None = None
                   ) -> ClosureBound:
     """BD.B10: at the first computation of node ``k``, the least cost of bringing back
-    every value read after it, with what a recomputation reads (``formulations/bounds.md``).
+    every value read after it, with what a recomputation reads; then BD.B11, the same
+    over chains of cuts (``formulations/bounds.md``).
 
     Each cut is an exact restore problem (:func:`closure_model`, HiGHS, at most
-    :data:`CLOSURE_CUT_S` seconds, its dual bound kept); the bound is ``Σ_v c_v`` plus
-    the largest.  ``cuts`` in the order to solve them (``CutBound.cuts``: the others
-    cannot force anything out); at the deadline the cuts solved so far give the bound.
+    :data:`CLOSURE_CUT_S` seconds, its dual bound kept), in the order of ``cuts``
+    (``CutBound.cuts``: the others cannot force anything out), with at most
+    ``1 - CHAIN_SHARE`` of the time.  What is left grows a chain from the best cut
+    (:func:`chain_bound`).  The bound is ``Σ_v c_v`` plus the largest; at the deadline
+    what was solved so far gives it.
     """
     deadline = deadline or Deadline(None)
     base = every_op_once(data)
     order = list(cuts)
-    best, best_k, solved, proven = 0, None, 0, True
+    singles = deadline.sub(1 - CHAIN_SHARE)
+    values: dict[int, int] = {}
+    proven = True
     for k in order:
-        if deadline.passed():
+        if singles.passed() or deadline.passed():
             break
         run = run_highs(closure_model(data, k), threads=1, gap_abs=INTEGER_GAP,
-                        deadline=deadline.sub(at_most=CLOSURE_CUT_S))
+                        deadline=singles.sub(at_most=CLOSURE_CUT_S))
         if run.status == "infeasible":
-            return ClosureBound(base + best, best_k, solved, len(order), False, (
+            return ClosureBound(base + max(values.values(), default=0), None, len(values), len(order),
+                                False, (
                 f"BD.B10: at the first computation of {data.ops[k]!r} (node {k}), no set of "
                 f"values within the {data.budget_bytes:,} bytes available can bring back "
                 "every value read later"))
-        solved += 1
         proven = proven and run.status == "optimal"
-        if run.bound is not None and safe_ceil(run.bound) > best:
-            best, best_k = safe_ceil(run.bound), k
-    return ClosureBound(base + best, best_k, solved, len(order), proven and solved == len(order))
+        values[k] = safe_ceil(run.bound) if run.bound is not None else 0
+    best_k = max(values, key=lambda k: (values[k], -order.index(k)), default=None)
+    best = values[best_k] if best_k is not None else 0
+    chain: tuple[int, ...] = ()
+    if best_k is not None and best > 0 and not deadline.passed():
+        chain, linked = chain_bound(data, values, best_k, deadline)
+        if linked > best:
+            best, proven = linked, False
+        else:
+            chain = ()
+    return ClosureBound(base + best, best_k, len(values), len(order),
+                        proven and len(values) == len(order) and not chain, chain=chain)
+
+
+def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Deadline
+                ) -> tuple[tuple[int, ...], int]:
+    """BD.B11, greedily: from the cut ``start``, add the cut that raises the chain's bound
+    most among the :data:`CHAIN_TRIES` with the largest BD.B10 value (``values``) at least
+    ``n / CHAIN_SPACING`` from every cut of the chain; stop when none raises it or at the
+    deadline.  Each chain is solved by HiGHS with at most :data:`CHAIN_S` seconds, its
+    dual bound kept.  Returns the best chain and its bound (``values[start]`` for the
+    chain of one cut).
+    """
+    chain, best = (start,), values[start]
+    spacing = max(1, data.n // CHAIN_SPACING)
+    while not deadline.passed():
+        near = [k for k in sorted(values, key=lambda k: (-values[k], k))
+                if values[k] > 0 and all(abs(k - c) >= spacing for c in chain)][:CHAIN_TRIES]
+        found = None
+        for k in near:
+            if deadline.passed():
+                break
+            run = run_highs(chain_model(data, (*chain, k)), threads=1, gap_abs=INTEGER_GAP,
+                            deadline=deadline.sub(at_most=CHAIN_S))
+            if run.bound is not None and safe_ceil(run.bound) > best:
+                best, found = safe_ceil(run.bound), k
+        if found is None:
+            break
+        chain = tuple(sorted((*chain, found)))
+    return chain, best
 
 
 # ======================================================================== BD.R0-R6
@@ -652,7 +740,7 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
 
     Holds for every P1 sequence with first computations in the instance's order, any
     number and order of recomputations (:data:`HOLDS_FOR`; ``formulations/bounds.md``
-    BD.R0-R6, BD.B7, BD.B8, BD.B10); so a gap against it is a gap to P1's optimum, not
+    BD.R0-R6, BD.B7, BD.B8, BD.B10, BD.B11); so a gap against it is a gap to P1's optimum, not
     only to the optimum of a backend's class.
 
     Parameters
@@ -741,6 +829,8 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
         stats["closure"] = closure.value
         stats["closure_k"] = closure.k
         stats["closure_cuts"] = f"{closure.solved} of {closure.cuts}"
+        if closure.chain:
+            stats["closure_chain"] = list(closure.chain)
         stats["closure_s"] = round(time.perf_counter() - step, 3)
         best = max(best, (closure.value, "closure", closure.proven), key=_rank)
         if closure.infeasible:
