@@ -527,7 +527,8 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
     dual bound kept.  Returns the best chain and its bound (``values[start]`` for the
     chain of one cut).
     """
-    chain, best = (start,), values[start]
+    chain: tuple[int, ...] = (start,)
+    best = values[start]
     spacing = max(1, data.n // CHAIN_SPACING)
     while not deadline.passed():
         near = [k for k in sorted(values, key=lambda k: (-values[k], k))
