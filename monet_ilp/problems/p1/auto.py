@@ -99,10 +99,12 @@ def stage_cells(data: P1Data) -> int:
 
 
 def members_for(cells: int, workers: int, *, max_computes: int | None, seed: int,
-                members: tuple[str, ...] | None = None) -> list[Member]:
+                members: tuple[str, ...] | None = None, beside: int = 0) -> list[Member]:
     """The exact members for a stage model of ``cells`` cells and ``workers`` threads (PF.S2).
 
-    ``members`` names them explicitly (``milp``, ``cpsat``, ``lns``) instead.
+    ``members`` names them explicitly (``milp``, ``cpsat``, ``lns``) instead.  ``beside``
+    threads are busy with something else (the all-schedules bound, PF.B2): the CP-SAT
+    members share what the MILP and it leave, at least one thread each.
     """
     if members is None:
         members = (("milp", "cpsat") if cells <= SMALL_CELLS
@@ -112,7 +114,7 @@ def members_for(cells: int, workers: int, *, max_computes: int | None, seed: int
         raise ValueError(f"unknown portfolio members {unknown}: use milp, cpsat, lns")
     # HiGHS gains little from threads: one for it, the rest for the CP-SAT members.
     cp_members = [m for m in members if m != "milp"]
-    cp_threads = max(1, (workers - ("milp" in members)) // max(1, len(cp_members)))
+    cp_threads = max(1, (workers - ("milp" in members) - beside) // max(1, len(cp_members)))
     out: list[Member] = []
     for name in members:
         if name == "milp":
@@ -199,7 +201,7 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
                              f"optimal: {incumbent[0]} computes every op once (no recomputation)",
                              stats, source=incumbent[0])
     chosen = members_for(cells, threads, max_computes=max_computes, seed=seed,
-                         members=None if members is None else tuple(members))
+                         members=None if members is None else tuple(members), beside=int(all_bound))
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
     # PF.B2 beside the members.
     results, bound_all, relaxed = _run_members(instance, chosen, incumbent, starts, deadline, log, stats,

@@ -70,6 +70,10 @@ def test_members_are_chosen_by_the_size_of_the_stage_model(random_small):
     assert [m.name for m in members_for(10**9, 4, max_computes=None, seed=0)] == ["lns"]
     chosen = members_for(cells, 4, max_computes=None, seed=0)
     assert {m.name: m.threads for m in chosen} == {"milp": 1, "cpsat": 3}
+    # A thread for the all-schedules bound beside them: lns alone on 2 workers gets one.
+    assert {m.name: m.threads for m in members_for(cells, 4, max_computes=None, seed=0, beside=1)} == {
+        "milp": 1, "cpsat": 2}
+    assert [m.threads for m in members_for(10**9, 2, max_computes=None, seed=0, beside=1)] == [1]
     with pytest.raises(ValueError, match="unknown portfolio members"):
         members_for(cells, 2, max_computes=None, seed=0, members=("gurobi",))
 
