@@ -68,7 +68,8 @@ HEURISTICS_SHARE = 0.1
 #: Seconds ``cpsat`` waits before it starts beside ``milp`` (PF.S3): the MILP proves most
 #: small models within a second, and two model builds at once slow each other.
 CPSAT_STAGGER = 0.5
-#: Share of the time the all-schedules bound may take when it runs beside the members.
+#: Share of the time the all-schedules bound may take when it runs beside the members
+#: (all of it when they leave it a thread of its own).
 BOUND_SHARE = 0.5
 #: Once the members are done, the bound runs on for at most this share of the time so
 #: far, and at least :data:`BOUND_GRACE_S` seconds, before it stops with what it has.
@@ -204,8 +205,10 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
                          members=None if members is None else tuple(members), beside=int(all_bound))
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
     # PF.B2 beside the members.
+    # PF.B2 has a thread of its own when the members leave one free: then all of their time.
+    bound_share = 1.0 if sum(m.threads for m in chosen) < threads else BOUND_SHARE
     results, bound_all, relaxed = _run_members(instance, chosen, incumbent, starts, deadline, log, stats,
-                                               bound_task=all_bound)
+                                               bound_task=all_bound, bound_share=bound_share)
 
     # The best schedule any member or heuristic has, checked by the evaluator (the
     # members' in the order of what they claim, until one passes).
@@ -299,7 +302,8 @@ def _incumbent(instance: Instance, hint: Schedule | Sequence | None, starts: Sta
 
 def _run_members(instance: Instance, chosen: list[Member],
                  incumbent: tuple[str, Schedule | Sequence, int] | None, starts: Starts,
-                 deadline: Deadline, log: bool, stats: dict[str, Any], *, bound_task: bool
+                 deadline: Deadline, log: bool, stats: dict[str, Any], *, bound_task: bool,
+                 bound_share: float = BOUND_SHARE
                  ) -> tuple[dict[str, BackendResult], P1Bound | None, tuple[int, Sequence] | None]:
     """Run the members side by side; the first proof cancels the rest (PF.S3).
 
@@ -335,7 +339,7 @@ def _run_members(instance: Instance, chosen: list[Member],
         return result
 
     relaxed: list[tuple[int, Sequence]] = []
-    bound_deadline = Deadline(shared.solver_limit(BOUND_SHARE))
+    bound_deadline = Deadline(shared.solver_limit(bound_share))
 
     def run_bound() -> None:
         began = time.perf_counter()

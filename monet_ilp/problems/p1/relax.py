@@ -527,9 +527,9 @@ def closure_bound(data: P1Data, cuts: Iterable[int], deadline: Deadline | None =
 def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Deadline
                 ) -> tuple[tuple[int, ...], int]:
     """BD.B11, greedily: from the cut ``start``, add the cut that raises the chain's bound
-    most among the :data:`CHAIN_TRIES` with the largest BD.B10 value (``values``) at least
-    ``n / CHAIN_SPACING`` from every cut of the chain; stop when none raises it or at the
-    deadline.  Each chain is solved by HiGHS with at most :data:`CHAIN_S` seconds, its
+    most among :data:`CHAIN_TRIES` tries, the cuts with the largest BD.B10 value
+    (``values``) at least ``n / CHAIN_SPACING`` first computations from every cut of the
+    chain and from each other; stop when none raises it or at the deadline.  Each chain is solved by HiGHS with at most :data:`CHAIN_S` seconds, its
     dual bound kept.  Returns the best chain and its bound (``values[start]`` for the
     chain of one cut).
     """
@@ -537,8 +537,12 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
     best = values[start]
     spacing = max(1, data.n // CHAIN_SPACING)
     while not deadline.passed():
-        near = [k for k in sorted(values, key=lambda k: (-values[k], k))
-                if values[k] > 0 and all(abs(k - c) >= spacing for c in chain)][:CHAIN_TRIES]
+        near: list[int] = []  # the best cuts apart from the chain and from each other
+        for k in sorted(values, key=lambda k: (-values[k], k)):
+            if len(near) == CHAIN_TRIES or values[k] <= 0:
+                break
+            if all(abs(k - c) >= spacing for c in (*chain, *near)):
+                near.append(k)
         found = None
         for k in near:
             if deadline.passed():
