@@ -504,11 +504,11 @@ def closure_bound(data: P1Data, cuts: Iterable[int], deadline: Deadline | None =
         run = run_highs(closure_model(data, k), threads=1, gap_abs=INTEGER_GAP,
                         deadline=singles.sub(at_most=CLOSURE_CUT_S))
         if run.status == "infeasible":
+            why = (f"BD.B10: at the first computation of {data.ops[k]!r} (node {k}), no set of "
+                   f"values within the {data.budget_bytes:,} bytes available can bring back "
+                   "every value read later")
             return ClosureBound(base + max(values.values(), default=0), None, len(values), len(order),
-                                False, (
-                f"BD.B10: at the first computation of {data.ops[k]!r} (node {k}), no set of "
-                f"values within the {data.budget_bytes:,} bytes available can bring back "
-                "every value read later"))
+                                False, why)
         proven = proven and run.status == "optimal"
         values[k] = safe_ceil(run.bound) if run.bound is not None else 0
     best_k = max(values, key=lambda k: (values[k], -order.index(k)), default=None)
@@ -529,9 +529,11 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
     """BD.B11, greedily: from the cut ``start``, add the cut that raises the chain's bound
     most among :data:`CHAIN_TRIES` tries, the cuts with the largest BD.B10 value
     (``values``) at least ``n / CHAIN_SPACING`` first computations from every cut of the
-    chain and from each other; stop when none raises it or at the deadline.  Each chain is solved by HiGHS with at most :data:`CHAIN_S` seconds, its
-    dual bound kept.  Returns the best chain and its bound (``values[start]`` for the
-    chain of one cut).
+    chain and from each other; stop when none raises it or at the deadline.
+
+    Each chain is solved by HiGHS with at most :data:`CHAIN_S` seconds, its dual bound
+    kept.  Returns the best chain and its bound (``values[start]`` for the chain of one
+    cut).
     """
     chain: tuple[int, ...] = (start,)
     best = values[start]
@@ -763,8 +765,8 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
         is linear); with ``method="auto"`` the closure bound gets
         :data:`CLOSURE_FIRST_SHARE` of the time left before the relaxation, or, when the
         relaxation's MILP is small (at most :data:`MILP_MAX_COLS_UNLIMITED` columns at
-        full reach), what its MILP leaves after it; the relaxation is built and solved in what is left, and stops
-        cleanly at the limit with the best bound so far.
+        full reach), what its MILP leaves after it; the relaxation is built and solved
+        in what is left, and stops cleanly at the limit with the best bound so far.
     workers
         HiGHS threads (default 1).
     method
