@@ -17,8 +17,9 @@ Families (``formulations/bounds.md`` states each and why it holds):
   what each SRAM holds when each op first starts), solved by HiGHS with the solver
   bounds' time limit;
 * **P1, every schedule** (``formulations/bounds.md``, "P1: bounds over every schedule"):
-  ``every_op_once`` and ``cut`` (BD.B7), and with the solvers ``closure`` (BD.B10) and
-  the boundary relaxation's ``boundary_lp`` and ``boundary_milp`` (BD.R0-R6);
+  ``every_op_once`` and ``cut`` (BD.B7), and with the solvers ``closure`` (BD.B10 with
+  its chains, BD.B11) and the boundary relaxation's ``boundary_lp`` and
+  ``boundary_milp`` (BD.R0-R6);
 * **solver**: the best bound of the CP-SAT model after a time limit, and the LP
   relaxation of the MILP (P1: Checkmate's; P3: small instances).  These are bounds
   over the model's class of schedules (``p3_problem.md``, P3.K3 with its limits C and T),
@@ -136,7 +137,7 @@ def lower_bounds(
 def _every_p1_schedule(instance: Instance, time_limit: float | None, workers: int | None,
                        solver: bool) -> list[Bound]:
     """P1's bounds over every schedule (``formulations/bounds.md``, "P1: bounds over every
-    schedule"): every op once and BD.B7 always; with the solvers BD.B10 and the boundary
+    schedule"): every op once and BD.B7 always; with the solvers BD.B10-B11 and the boundary
     relaxation's LP and MILP (BD.R0-R6) too, within ``time_limit``."""
     found = all_schedules_bound(instance, time_limit=time_limit, workers=workers,
                                 method="auto" if solver else "cut")

@@ -204,8 +204,7 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     chosen = members_for(cells, threads, max_computes=max_computes, seed=seed,
                          members=None if members is None else tuple(members), beside=int(all_bound))
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
-    # PF.B2 beside the members.
-    # PF.B2 has a thread of its own when the members leave one free: then all of their time.
+    # PF.B2 beside the members; all of their time when they leave it a thread of its own.
     bound_share = 1.0 if sum(m.threads for m in chosen) < threads else BOUND_SHARE
     results, bound_all, relaxed = _run_members(instance, chosen, incumbent, starts, deadline, log, stats,
                                                bound_task=all_bound, bound_share=bound_share)

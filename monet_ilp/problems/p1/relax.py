@@ -511,13 +511,14 @@ def closure_bound(data: P1Data, cuts: Iterable[int], deadline: Deadline | None =
                                 False, why)
         proven = proven and run.status == "optimal"
         values[k] = safe_ceil(run.bound) if run.bound is not None else 0
-    best_k = max(values, key=lambda k: (values[k], -order.index(k)), default=None)
+    # The first of the largest in the order solved (``values`` keeps that order).
+    best_k = max(values, key=values.__getitem__, default=None)
     best = values[best_k] if best_k is not None else 0
     chain: tuple[int, ...] = ()
     if best_k is not None and best > 0 and not deadline.passed():
         chain, linked = chain_bound(data, values, best_k, deadline)
         if linked > best:
-            best, proven = linked, False
+            best = linked
         else:
             chain = ()
     return ClosureBound(base + best, best_k, len(values), len(order),
