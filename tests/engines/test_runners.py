@@ -175,6 +175,16 @@ def test_cpsat_parameters_lists_replace_and_params_win_over_defaults():
     assert 1 <= default_workers(None) <= MAX_DEFAULT_WORKERS and default_workers(4) == 4
 
 
+def test_one_worker_runs_the_lower_bound_search_a_backend_asks_for():
+    """With one worker there are no subsolvers: objective_lb_search becomes the search's own."""
+    lb = {"extra_subsolvers": ["objective_lb_search"]}
+    assert configured_solver(workers=1, defaults=lb).parameters.use_objective_lb_search
+    assert not configured_solver(workers=2, defaults=lb).parameters.use_objective_lb_search
+    assert not configured_solver(workers=1).parameters.use_objective_lb_search
+    chosen = configured_solver(workers=1, defaults=lb, params={"use_objective_lb_search": False})
+    assert not chosen.parameters.use_objective_lb_search
+
+
 def test_cpsat_runs_to_the_deadline_with_hints():
     model = cp_model.CpModel()
     x = model.new_int_var(0, 10, "x")
