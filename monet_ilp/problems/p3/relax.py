@@ -11,9 +11,10 @@ SRAM, or only in a shared memory (it was offloaded and comes back: two transfers
 it will be made again (a recomputation).  The pinned tensors sit in their SRAMs all the
 while, and ``p``'s own inputs and outputs sit in the SRAM of its core.  One capacity row
 per SRAM and per pivot, and a choice of core for each op's first run (which decides
-which pins it can use and which of its inputs must cross between cores), make a small
+which pins it can use and which of its inputs must cross between cores; a pinned tensor
+is read on its SRAM's cores only, so a pin also places every op that reads it), make a small
 MILP whose optimum, and whose dual bound at any time, is a lower bound on the energy of
-every schedule the evaluator accepts.  ``formulations/bounds.md`` BD.E0-BD.E8 states
+every schedule the evaluator accepts.  ``formulations/bounds.md`` BD.E0-BD.E9 states
 the model and why every schedule gives one of its solutions.
 
 It is solved as an LP first (milliseconds on a hundred ops), then as a MILP in the
@@ -72,7 +73,7 @@ class EnergyRelaxation:
 
 
 class _Model(RowModel):
-    """Columns and rows of BD.E0-BD.E8, built once from the P3 data, and the columns a
+    """Columns and rows of BD.E0-BD.E9, built once from the P3 data, and the columns a
     solution is read from: ``z[v, m]``, ``pi[w, m]``, ``rho[f]``, ``o[x]``."""
 
     def __init__(self) -> None:
@@ -268,7 +269,7 @@ def _ancestry(data: P3Data) -> tuple[list[int], list[int]]:
 
 
 def _build(data: P3Data) -> tuple[_Model, int]:
-    """The columns and rows of BD.E0-BD.E8 (the objective's constant is the static part)."""
+    """The columns and rows of BD.E0-BD.E9 (the objective's constant is the static part)."""
     model = _Model()
     srams = list(dict.fromkeys(data.memory_of[c] for c in data.cores))
     shared = [m for m in data.memories if m not in srams]
@@ -299,6 +300,16 @@ def _build(data: P3Data) -> tuple[_Model, int]:
                 for w in op.persistent_reads:
                     model.row([(g, 1.0), (pin[w, m], -1.0)], -math.inf, 0.0)
         model.row([(first[op.index, m], 1.0) for m in by_memory], 1.0, 1.0)
+
+    # BD.E9 pinned readers: a tensor pinned in m is read from m only (EV.E2 not_resident),
+    # so every op that reads it first runs on a core of m; one that cannot forbids the pin.
+    for op in data.ops:
+        for w in op.persistent_reads:
+            for m in data.persistent[w].pin_memories:
+                if (op.index, m) in first:
+                    model.row([(first[op.index, m], 1.0), (pin[w, m], -1.0)], 0.0, math.inf)
+                else:
+                    model.upper[pin[w, m]] = 0.0
 
     # rho[f]: op f runs at least twice, at its cheapest energy anywhere.
     cheapest = [
