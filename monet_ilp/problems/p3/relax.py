@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import RowModel, safe_ceil
-from monet_ilp.heuristics.decisions import Decisions, plan_of
+from monet_ilp.evaluate import evaluate
+from monet_ilp.heuristics.decisions import Decisions, decode, plan_of
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
 from monet_ilp.problems.p3.latency import latency_floor
@@ -162,9 +163,14 @@ def relaxation_decisions(
     Each layer goes to the core of its lead op's first run (``z``), the tensors pinned
     in some SRAM (``pi``) are pinned, a saved activation is ``recompute`` when its
     producer runs twice (``rho``), ``offload`` when it makes the round trip (``o``), and
-    kept otherwise.  :func:`~monet_ilp.heuristics.decisions.decode` turns them into a
-    schedule, which the evaluator checks as any other.  ``None`` when the MILP found no
-    solution in time.
+    kept otherwise.  ``rho`` is a relaxation's choice (BD.E6 takes a recomputation for an
+    item that need not be resident at a pivot), and decoded literally it can cost more
+    than it saves, so the same decisions with those activations kept (the decoder evicts
+    to DRAM where they do not fit) are decoded too, and the cheaper in energy of the two
+    that the evaluator accepts is returned (``meta["recompute"]``: ``"rho"`` or
+    ``"kept"``; ``meta["energy_pj"]`` both energies).
+    :func:`~monet_ilp.heuristics.decisions.decode` turns them into a schedule, which the
+    evaluator checks as any other.  ``None`` when the MILP found no solution in time.
     """
     result, data, model, values = _solve(instance, time_limit, True)
     _remember(instance, True, result)  # the bound of this solve serves energy_relaxation too
@@ -200,7 +206,15 @@ def relaxation_decisions(
             tensors[t] = "offload"
         else:
             tensors[t] = "keep"
-    return Decisions(tensors, cores, {"source": "energy relaxation (bounds.md BD.E)"}, pinned)
+    kept = {t: "keep" if policy == "recompute" else policy for t, policy in tensors.items()}
+    candidates = {"rho": tensors, "kept": kept} if kept != tensors else {"rho": tensors}
+    energy: dict[str, int | None] = {}
+    for name, policies in candidates.items():
+        metrics = evaluate(instance, decode(instance, Decisions(policies, cores, {}, pinned)))
+        energy[name] = metrics.energy.total_pj if metrics.feasible else None
+    chosen = min(candidates, key=lambda name: (energy[name] is None, energy[name] or 0, name != "rho"))
+    meta = {"source": "energy relaxation (bounds.md BD.E)", "recompute": chosen, "energy_pj": energy}
+    return Decisions(candidates[chosen], cores, meta, pinned)
 
 
 def _solve(

@@ -162,6 +162,20 @@ def test_decisions_from_the_relaxation_decode_to_a_checked_schedule():
     assert metrics.energy.total_pj >= bound_of(instance).value
 
 
+def test_recomputations_the_relaxation_takes_are_decoded_only_where_they_pay():
+    """On gpt2-tiny the MILP's solution recomputes activations (rho); decoded literally they
+    cost more than keeping them, and the cheaper of the two is what is returned."""
+    instance = CASES["gpt2_tiny_2x1"]()
+    decisions = relaxation_decisions(instance, time_limit=3)
+    assert decisions is not None
+    energies = decisions.meta["energy_pj"]
+    assert set(energies) == {"rho", "kept"} and "recompute" not in decisions.tensors.values()
+    assert decisions.meta["recompute"] == "kept" and energies["kept"] < energies["rho"]
+    metrics = evaluate(instance, decode(instance, decisions))
+    assert metrics.feasible and metrics.energy.total_pj == energies["kept"]
+    assert metrics.energy.total_pj >= bound_of(instance).value
+
+
 def test_reported_by_bound_and_by_the_backends():
     instance = CASES["mlp4_2x1_768KiB"]()
     value = bound_of(instance).value
