@@ -115,8 +115,7 @@ def main() -> None:
             families = {b.name: b.value for b in combinatorial_bounds(inst, relaxation_limit=args.relax_time)
                         if b.value is not None}
             # Each run's bound holds for every schedule of the class: keep the best of them.
-            solver_bounds = [r.stats.get("solver_bound", r.bound) for r in runs.values()]
-            solver_bounds = [b for b in solver_bounds if b is not None]
+            solver_bounds = [b for r in runs.values() if (b := r.stats.get("solver_bound", r.bound)) is not None]
             if solver_bounds:
                 families["cpsat"] = max(solver_bounds)
             best_bound = max(v for v in families.values() if v is not None)

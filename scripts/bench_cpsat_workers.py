@@ -4,10 +4,9 @@ With one worker CP-SAT runs a single search and none of the subsolvers a backend
 (``extra_subsolvers``).  :func:`monet_ilp.engines.cpsat.configured_solver` then makes the
 objective lower-bound search, which the backends ask for as a subsolver, the one
 search's own strategy (``use_objective_lb_search``).  This script measures both on the
-P1 stage model (the ``cpsat`` backend, as ``auto`` runs it beside the MILP on small
-graphs, without the store-all and greedy baselines as hints, as ``auto`` runs it
-when no heuristic start fits): the small zoo at budgets 0.8 and 0.7 and the literature's random DAGs at 0.9
-and 0.8.  Every schedule is verified by the evaluator (through ``monet_ilp.solve``).
+P1 stage model: the ``cpsat`` backend on one worker and with no hint, as ``auto`` runs
+it beside the MILP on small graphs when no heuristic start fits, on the small zoo at
+budgets 0.8 and 0.7 and the literature's random DAGs at 0.9 and 0.8.  Every schedule is verified by the evaluator (through ``monet_ilp.solve``).
 Prints a table and writes JSON; no assertion about time.
 
     python scripts/bench_cpsat_workers.py --out bench_cpsat_workers.json

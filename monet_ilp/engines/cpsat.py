@@ -13,8 +13,7 @@ with :func:`run_cpsat`, which sets the solver up the same way for P1, P2 and P3:
   caller's list overrides the backend's;
 - with one worker CP-SAT runs one search and no subsolvers, so an
   ``objective_lb_search`` among the extra subsolvers becomes that search's own strategy
-  (``use_objective_lb_search``), unless the caller's ``params`` set it
-  (:data:`SINGLE_WORKER_LB_SEARCH`).
+  (``use_objective_lb_search``), unless the caller's ``params`` set it.
 """
 
 from __future__ import annotations
@@ -32,15 +31,7 @@ from monet_ilp.engines import default_workers
 if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
 
-__all__ = ["SINGLE_WORKER_LB_SEARCH", "CpSatRun", "Hints", "configured_solver", "integer_bound", "run_cpsat"]
-
-#: One worker: the objective lower-bound search a backend asks for as an extra subsolver
-#: is the one search's strategy.  On the P1 stage model with one worker, 20 s and no hint
-#: (``scripts/bench_cpsat_workers.py``), it proved 8 of 12 zoo and random-DAG rows
-#: against 6, and on the random DAGs n = 60 and 80 at 0.8 the default search ended at
-#: 5,962 and 28,162 where it proved 2,903 in 3.7 s and reached 3,998 (bound 3,997).  It
-#: finds first solutions later: at n = 80 and 0.9 it had none after 20 s.
-SINGLE_WORKER_LB_SEARCH = True
+__all__ = ["CpSatRun", "Hints", "configured_solver", "integer_bound", "run_cpsat"]
 
 
 def configured_solver(*, time_limit: float | None = None, workers: int | None = None,
@@ -66,7 +57,13 @@ def configured_solver(*, time_limit: float | None = None, workers: int | None = 
             repeated.extend(value)
         else:
             setattr(p, name, value)
-    if (SINGLE_WORKER_LB_SEARCH and p.num_workers == 1 and "objective_lb_search" in p.extra_subsolvers
+    # One worker runs one search and no subsolvers: the objective lower-bound search a
+    # backend asks for as a subsolver becomes that search's strategy.  On the P1 stage
+    # model with one worker, 20 s and no hint (scripts/bench_cpsat_workers.py) it proved 8
+    # of 12 zoo and random-DAG rows against 6; at n = 60 and 80 at 0.8 the default search
+    # ended at 5,962 and 28,162 where it proved 2,903 in 3.7 s and reached 3,998 (bound
+    # 3,997).  It finds first solutions later: at n = 80 and 0.9 it had none after 20 s.
+    if (p.num_workers == 1 and "objective_lb_search" in p.extra_subsolvers
             and "use_objective_lb_search" not in (params or {})):
         p.use_objective_lb_search = True
     return solver
