@@ -94,7 +94,8 @@ def run_highs(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
               deadline: Deadline | None = None, start: Sequence[float] | None = None,
               log: bool = False, gap_abs: float | None = None,
               options: Mapping[str, Any] | None = None,
-              stop_at: Callable[[float], bool] | None = None, watch: bool = False) -> SolverRun:
+              stop_at: Callable[[float], bool] | None = None, watch: bool = False,
+              report: Report | None = None) -> SolverRun:
     """Solve ``milp`` (its LP relaxation with ``relax``) with HiGHS by ``deadline``.
 
     Parameters
@@ -122,6 +123,10 @@ def run_highs(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
     watch
         Run the MILP in a child process killed :data:`GRACE_S` s past the deadline
         (only with a limited deadline; not with ``relax`` or ``stop_at``).
+    report
+        Called as ``report("incumbent", (values, objective))`` with each improving MILP
+        solution (from a watched child, as the parent sees it, at most every 0.05 s) and
+        ``report("bound", value)`` with dual bounds (in this process only).
     """
     deadline = deadline or Deadline(None)
     began = time.perf_counter()
@@ -132,10 +137,10 @@ def run_highs(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
     if watch and until is not None and deadline.at is not None and not relax and stop_at is None:
         run = _run_watched(milp, threads=threads, until=until, kill_at=deadline.at + GRACE_S,
                            start=start, log=log, gap_abs=gap_abs, options=options,
-                           cancelled=lambda: deadline.cancelled)
+                           cancelled=lambda: deadline.cancelled, report=report)
     else:
         run = _solve_here(milp, relax=relax, threads=threads, until=until, start=start, log=log,
-                          gap_abs=gap_abs, options=options, stop_at=stop_at,
+                          gap_abs=gap_abs, options=options, stop_at=stop_at, report=report,
                           cancelled=lambda: deadline.cancelled)
     run.seconds = time.perf_counter() - began
     return run
@@ -269,13 +274,15 @@ def child_main(folder: str) -> None:
 def _run_watched(milp: SparseMilp, *, threads: int, until: float, kill_at: float,
                  start: Sequence[float] | None, log: bool, gap_abs: float | None,
                  options: Mapping[str, Any] | None,
-                 cancelled: Callable[[], bool] | None = None) -> SolverRun:
+                 cancelled: Callable[[], bool] | None = None,
+                 report: Report | None = None) -> SolverRun:
     """Run HiGHS in a child process, killed at ``kill_at`` (``perf_counter``) if still running
     (or at once when ``cancelled()``).
 
     The child gets ``until`` on the wall clock, so its own start-up (imports, the model)
     counts.  It saves every improving solution and the dual bounds it sees, so a killed
-    run still returns its incumbent and a valid bound.
+    run still returns its incumbent and a valid bound; ``report`` gets each incumbent
+    the parent sees saved.
     """
     with tempfile.TemporaryDirectory(prefix="monet-milp-") as tmp:
         where = Path(tmp)
@@ -293,9 +300,14 @@ def _run_watched(milp: SparseMilp, *, threads: int, until: float, kill_at: float
         with open(where / "stderr.txt", "wb") as errors:
             child = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
                                      stdout=None if log else subprocess.DEVNULL, stderr=errors)
+            seen = 0
+            incumbent = where / "incumbent.pkl"
             while (child.poll() is None and time.perf_counter() < kill_at
                    and not (cancelled is not None and cancelled())):
                 time.sleep(0.05)
+                if report is not None and incumbent.exists() and incumbent.stat().st_mtime_ns != seen:
+                    seen = incumbent.stat().st_mtime_ns
+                    report("incumbent", pickle.loads(incumbent.read_bytes()))
             killed = child.poll() is None
             if killed:
                 child.kill()

@@ -86,6 +86,16 @@ def test_highs_watched_child_returns_its_result_and_a_kill_keeps_nothing_wrong(m
         assert killed.objective >= 5 - 1e-9
 
 
+def test_highs_reports_its_incumbents_as_it_finds_them():
+    seen = []
+    run = highs.run_highs(tiny(), deadline=Deadline(60), gap_abs=INTEGER_GAP,
+                          report=lambda kind, payload: seen.append((kind, payload)))
+    incumbents = [payload for kind, payload in seen if kind == "incumbent"]
+    assert run.status == "optimal" and incumbents
+    values, objective = incumbents[-1]
+    assert objective == pytest.approx(5) and sum(values) == pytest.approx(2)
+
+
 def test_cbc_is_killed_past_the_deadline(monkeypatch):
     monkeypatch.setattr(cbc, "GRACE_S", -1e6)  # killed as soon as it starts
     run = cbc.run_cbc(tiny(), deadline=Deadline(60))

@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
@@ -37,7 +38,7 @@ from monet_ilp.evaluate import verified
 from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import check_p1, p1_data
-from monet_ilp.problems.p1.lns import solve_lns
+from monet_ilp.problems.p1.lns import Offers, solve_lns
 from monet_ilp.problems.p1.milp import solve_milp
 from monet_ilp.problems.p1.milp.solve import with_least_budget
 from monet_ilp.problems.p1.relax import HOLDS_FOR, P1Bound, all_schedules_bound, cut_bound
@@ -318,6 +319,8 @@ def _run_members(instance: Instance, chosen: list[Member],
     lock = threading.Lock()
 
     staggered = "milp" in {m.name for m in chosen}
+    # PF.S5: the relaxation's plan goes to the lns member while it runs.
+    offers = Offers() if "lns" in {m.name for m in chosen} else None
 
     def run(member: Member) -> BackendResult:
         if member.name == "cpsat" and staggered and shared.wait(CPSAT_STAGGER):
@@ -327,7 +330,9 @@ def _run_members(instance: Instance, chosen: list[Member],
                                                          f"within the {CPSAT_STAGGER} s stagger (PF.S3)")
         began = time.perf_counter()
         # milp and lns would make the feasible-first starts again: they get PF.S1's.
-        made = {"_starts": starts} if member.name in ("milp", "lns") else {}
+        made: dict[str, Any] = {"_starts": starts} if member.name in ("milp", "lns") else {}
+        if member.name == "lns":
+            made["_offers"] = offers
         result = member.run(instance, time_limit=shared.left(), workers=member.threads, hint=hint,
                             log=log, _deadline=shared, **made,
                             **{k: v for k, v in member.options.items() if v is not None})
@@ -335,6 +340,8 @@ def _run_members(instance: Instance, chosen: list[Member],
             stats["members"][member.name].update(
                 status=str(result.status), objective=result.objective, bound=result.bound,
                 seconds=round(time.perf_counter() - began, 3), source=result.source or member.name)
+            if "offers" in result.stats:  # PF.S5: what became of the relaxation's plan
+                stats["members"][member.name]["offers"] = result.stats["offers"]
         return result
 
     relaxed: list[tuple[int, Sequence]] = []
@@ -342,16 +349,20 @@ def _run_members(instance: Instance, chosen: list[Member],
 
     def run_bound() -> None:
         began = time.perf_counter()
-        found = all_schedules_bound(instance, deadline=bound_deadline, workers=1)
+        # PF.S5: each incumbent of the relaxation's MILP, over the budget or not, goes to
+        # the lns member, which may bring it down and improve it.
+        found = all_schedules_bound(instance, deadline=bound_deadline, workers=1,
+                                    on_plan=None if offers is None else partial(offers.put, "relaxation"))
         bound.append(found)
         metrics = verified(instance, found.schedule)
+        proof = metrics is not None and found.solver_optimum == int(metrics.objective_value)
         with lock:
             stats["bound_all_s"] = round(time.perf_counter() - began, 3)
             stats["relaxation_schedule"] = None if metrics is None else int(metrics.objective_value)
             if metrics is None or found.schedule is None:
                 return
             relaxed.append((int(metrics.objective_value), found.schedule))
-            if found.solver_optimum == int(metrics.objective_value) and not shared.cancelled:
+            if proof and not shared.cancelled:
                 stats["cancelled_by"] = "relaxation"
                 shared.cancel()
 

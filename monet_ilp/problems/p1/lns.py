@@ -14,6 +14,7 @@ run is the same (each sub-solve has a deterministic-time limit).
 from __future__ import annotations
 
 import random
+import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -45,12 +46,13 @@ from monet_ilp.problems.p1.interval.solve import check_objective, result
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["LNS_OPTIONS", "LnsStep", "LowestPeak", "descent_steps", "lns_steps", "lowest_peak", "solve_lns"]
+__all__ = ["LNS_OPTIONS", "LnsStep", "LowestPeak", "Offers", "descent_steps", "lns_steps", "lowest_peak",
+           "solve_lns"]
 
 #: The options of the ``lns`` backend beyond time_limit, workers and hint.
 LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
@@ -68,6 +70,36 @@ DESCENT_WINDOW, DESCENT_STEP_TIME = 40, 0.5
 #: P1I.L5's detour: from a start over the budget that costs at most half of the best one
 #: within it, with at most this share of the time left.
 DETOUR_RATIO, DETOUR_SHARE = 2, 0.4
+#: P1I.L6: a plan offered during the run may take this share of the time left for its descent.
+OFFER_SHARE = 0.5
+
+
+class Offers:
+    """Schedules another thread offers a running search (P1I.L6): a portfolio's relaxation
+    plans (``p1_portfolio.md`` PF.S5).  The search looks between two steps; an offer not
+    yet taken is replaced by a later one from the same source (a solver's better incumbent)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[tuple[str, Sequence]] = []
+        self._last: dict[str, Sequence] = {}
+
+    def put(self, source: str, schedule: Sequence) -> None:
+        """Offer ``schedule``; the same one again from ``source`` is no new offer."""
+        with self._lock:
+            last = self._last.get(source)
+            if last is not None and last.steps == schedule.steps:
+                return
+            self._last[source] = schedule
+            self._items = [item for item in self._items if item[0] != source] + [(source, schedule)]
+
+    def ready(self) -> bool:
+        return bool(self._items)
+
+    def take(self) -> list[tuple[str, Sequence]]:
+        with self._lock:
+            items, self._items = self._items, []
+        return items
 
 
 @dataclass(frozen=True)
@@ -139,6 +171,7 @@ def solve_lns(
     """
     deadline: Deadline = options.pop("_deadline", None) or Deadline(time_limit)
     starts: Starts | None = options.pop("_starts", None)  # a portfolio's, made once
+    offers: Offers | None = options.pop("_offers", None)  # a portfolio's plans, during the run
     if options:
         name = min(options)
         raise MonetError(f"backend 'lns' on P1 has no option {name!r}", field=name,
@@ -168,10 +201,7 @@ def solve_lns(
     # The class grows to hold the start (P1I.L2): an op the start computes more than C
     # times gets as many copies.
     copies = _copies(data, max_computes, [current] + ([detour[0]] if detour else []))
-    if max(copies) > max_computes:
-        stats["copies_raised"] = {data.ops[v]: c for v, c in enumerate(copies) if c > max_computes}
-        stats["bound_class"] = (class_text(max_computes, True) + ", more for the ops the start "
-                                "computes more often (stats['copies_raised'])")
+    _raised(data, copies, max_computes, stats)
     over = not current.fits(data)
     if current.cost == trivial and not over:
         return result(instance, data, current, Status.OPTIMAL, trivial,
@@ -198,10 +228,27 @@ def solve_lns(
         # taken only when it ends within the budget below the start's cost).
         descent: list[LnsStep] = []
         origin, name = (current, source) if detour is None else detour
+        waiting = offers.ready if over and offers is not None else None
         found = descent_steps(im, origin, deadline=deadline if over else deadline.sub(DETOUR_SHARE),
                               window=max(window, DESCENT_WINDOW), slack=room,
                               step_time=max(step_time, DESCENT_STEP_TIME), seed=seed, workers=workers,
-                              log=log, params=params, history=descent)
+                              log=log, params=params, history=descent, interrupt=waiting)
+        while offers is not None and waiting is not None and waiting() and not deadline.passed(margin=0.05):
+            # P1I.L6: a plan offered while no schedule fits; the first that reaches the
+            # budget is the start, else this descent goes on.
+            for offered_name, schedule in offers.take():
+                offered = _take_offer(data, found, offered_name, schedule, max_computes=max_computes,
+                                      slack=room, window=window, step_time=step_time, deadline=deadline,
+                                      seed=seed, workers=workers, log=log, params=params, stats=stats,
+                                      offers=offers)
+                if offered is not None:
+                    im, found = offered
+                    break
+            if not found.fits(data):
+                found = descent_steps(im, found, deadline=deadline, window=max(window, DESCENT_WINDOW),
+                                      slack=room, step_time=max(step_time, DESCENT_STEP_TIME),
+                                      seed=seed + len(descent), workers=workers, log=log, params=params,
+                                      history=descent, interrupt=waiting)
         taken = found.fits(data) and (over or found.cost < current.cost)
         stats["descent"] = {"from": name, "detour": not over, "steps": len(descent),
                             "peak_bytes": found.peak * data.scale, "cost": found.cost, "taken": taken,
@@ -215,9 +262,25 @@ def solve_lns(
                 f"{data.budget * data.scale:,} B; no schedule and no proof"))
 
     history: list[LnsStep] = []
-    best, proven = lns_steps(im, current, deadline=deadline, window=window, slack=room,
-                             step_time=step_time, steps=steps, seed=seed, workers=workers,
-                             log=log, params=params, history=history)
+    best, proven = current, False
+    while True:
+        best, proven = lns_steps(im, best, deadline=deadline, window=window, slack=room,
+                                 step_time=step_time,
+                                 steps=None if steps is None else steps - len(history), seed=seed + len(history),
+                                 workers=workers, log=log, params=params, history=history,
+                                 interrupt=None if offers is None else offers.ready)
+        if proven or offers is None or not offers.ready() or deadline.passed(margin=0.05):
+            break
+        # P1I.L6: a plan offered during the run, brought down to the budget in a model
+        # of its own, replaces the current one when it ends within the budget and cheaper.
+        for name, schedule in offers.take():
+            offered = _take_offer(data, best, name, schedule, max_computes=max_computes,
+                                  slack=room, window=window, step_time=step_time, deadline=deadline,
+                                  seed=seed, workers=workers, log=log, params=params, stats=stats,
+                                  offers=offers)
+            if offered is not None:
+                im, best = offered
+                source = "lns"
     stats["steps"] = len(history)
     stats["improving_steps"] = sum(s.cost_after < s.cost_before for s in history)
     stats["trajectory"] = [[round(time.perf_counter() - started, 3), best.cost]]
@@ -354,6 +417,15 @@ def _copies(data: P1Data, max_computes: int, plans: list[Plan]) -> list[int]:
     return [c if c == 1 else max(c, counts[v]) for v, c in enumerate(copies_per_node(data, max_computes))]
 
 
+def _raised(data: P1Data, copies: Iterable[int], max_computes: int, stats: dict[str, Any]) -> None:
+    """Say in ``stats`` which ops the class allows more than ``C`` computations (P1I.L2)."""
+    raised = {data.ops[v]: c for v, c in enumerate(copies) if c > max_computes}
+    if raised:
+        stats["copies_raised"] = {**stats.get("copies_raised", {}), **raised}
+        stats["bound_class"] = (class_text(max_computes, True) + ", more for the ops the start "
+                                "computes more often (stats['copies_raised'])")
+
+
 def _repair_best_effort(instance: Instance, budget_bytes: int | None = None) -> Sequence | None:
     try:
         return repair_sequence(instance, budget_bytes=budget_bytes, best_effort=True)
@@ -363,8 +435,10 @@ def _repair_best_effort(instance: Instance, budget_bytes: int | None = None) -> 
 
 def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int, slack: int,
               step_time: float, steps: int | None, seed: int, workers: int | None, log: bool,
-              params: dict[str, Any] | None, history: list[LnsStep]) -> tuple[Plan, bool]:
-    """Run LNS steps on ``im`` from ``plan`` until the deadline or ``steps`` (P1I.L1-L4).
+              params: dict[str, Any] | None, history: list[LnsStep],
+              interrupt: Callable[[], bool] | None = None) -> tuple[Plan, bool]:
+    """Run LNS steps on ``im`` from ``plan`` until the deadline, ``steps``, or ``interrupt()``
+    between two steps (P1I.L1-L4).
 
     Returns the best plan and whether a window covering all of it was proven optimal.
     """
@@ -372,7 +446,8 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
     data = im.data
     length = max(MIN_WINDOW, window)
     done = 0
-    while (steps is None or done < steps) and not deadline.passed(margin=0.05):
+    while ((steps is None or done < steps) and not deadline.passed(margin=0.05)
+           and not (interrupt is not None and interrupt())):
         if deadline.left() is None and steps is None and length >= len(plan) and done > 0:
             break  # unlimited, and the whole plan was searched without a proof: stop
         first, last = _window(plan, data, min(length, len(plan)), rng)
@@ -393,12 +468,70 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
     return plan, False
 
 
+def _take_offer(data: P1Data, best: Plan, name: str, schedule: Sequence, *,
+                max_computes: int, slack: int, window: int, step_time: float, deadline: Deadline,
+                seed: int, workers: int | None, log: bool, params: dict[str, Any] | None,
+                stats: dict[str, Any], offers: Offers) -> tuple[IntervalModel, Plan] | None:
+    """P1I.L6: the model and plan to go on with when ``schedule``, offered during the run,
+    ends within the budget cheaper than ``best``; ``None`` to keep the current ones.
+
+    A ``best`` over the budget (no schedule yet) is only beaten in cost or peak: then an
+    offer is taken when its descent reaches the budget, at any cost.
+
+    The offer gets a model of its own (its copies, P1I.C12 at its peak) and P1I.L5's
+    descent, with at most :data:`OFFER_SHARE` of the time left, until a later offer
+    arrives.  ``stats["offers"]`` says what became of each."""
+    within = best.fits(data)
+    record: dict[str, Any] = {"from": name, "best_cost": best.cost}
+    if not within:
+        record["best_peak_bytes"] = best.peak * data.scale
+    stats.setdefault("offers", []).append(record)
+    try:
+        plan = plan_of_sequence(data, schedule)
+    except (MonetError, OutsideClass) as err:
+        record["taken"] = f"no: {err}"
+        return None
+    record.update(cost=plan.cost, peak_bytes=plan.peak * data.scale)
+    if plan.cost >= best.cost and (within or plan.peak >= best.peak):
+        record["taken"] = "no: not cheaper" + ("" if within else " and no lower peak")
+        return None
+    over = not plan.fits(data)
+    began = time.perf_counter()
+    try:
+        model = build_interval_model(data, _copies(data, max_computes, [plan]), canonical=False,
+                                     slack=slack, capacity=plan.peak if over else None,
+                                     deadline=deadline)
+    except OutOfTime:
+        record["taken"] = "no: the time ran out while building its model"
+        return None
+    found = plan
+    if over:
+        descent: list[LnsStep] = []
+        found = descent_steps(model, plan, deadline=deadline.sub(OFFER_SHARE),
+                              window=max(window, DESCENT_WINDOW), slack=slack,
+                              step_time=max(step_time, DESCENT_STEP_TIME), seed=seed, workers=workers,
+                              log=log, params=params, history=descent, interrupt=offers.ready)
+        record.update(descent_steps=len(descent), descent_cost=found.cost,
+                      descent_peak_bytes=found.peak * data.scale)
+    record["seconds"] = round(time.perf_counter() - began, 3)
+    if not found.fits(data) or (within and found.cost >= best.cost):
+        record["taken"] = "no: " + ("not cheaper once within the budget" if found.fits(data)
+                                    else "a later offer came during its descent" if offers.ready()
+                                    else "the descent did not reach the budget")
+        return None
+    record["taken"] = True
+    _raised(data, model.copies, max_computes, stats)
+    return model, found
+
+
 def descent_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int, slack: int,
                   step_time: float, seed: int, workers: int | None, log: bool,
-                  params: dict[str, Any] | None, history: list[LnsStep]) -> Plan:
+                  params: dict[str, Any] | None, history: list[LnsStep],
+                  interrupt: Callable[[], bool] | None = None) -> Plan:
     """P1I.L5: from a plan over the budget, windows that lower the memory inside them,
-    until the plan fits or the deadline passes.  Returns the plan that is least over
-    (:meth:`Plan.overflow`, then cost); it fits when the descent reached the budget.
+    until the plan fits, the deadline passes or ``interrupt()`` between two steps.
+    Returns the plan that is least over (:meth:`Plan.overflow`, then cost); it fits when
+    the descent reached the budget.
 
     Each window is centred on a position at the plan's peak (chosen by the seed); its
     length adapts as in P1I.L4.  ``im`` must have P1I.C12 (``capacity`` at least the plan's peak).
@@ -409,7 +542,8 @@ def descent_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: 
     data = im.data
     length = max(MIN_WINDOW, window)
     done = 0
-    while not plan.fits(data) and not deadline.passed(margin=0.05):
+    while (not plan.fits(data) and not deadline.passed(margin=0.05)
+           and not (interrupt is not None and interrupt())):
         memory = plan.memory(data)
         centre = rng.choice([k for k, m in enumerate(memory) if m == plan.peak])
         first, last = _around(centre, min(length, len(plan)), len(plan), rng)

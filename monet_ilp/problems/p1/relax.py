@@ -46,7 +46,7 @@ from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.schedule import Sequence
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from monet_ilp.instance import Instance
     from monet_ilp.problems.p1.data import P1Data
@@ -749,7 +749,8 @@ def relaxation_sequence(instance: Instance, data: P1Data, model: Boundary,
 def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
                         workers: int | None = None, method: str = "auto",
                         reach: str | int = "auto",
-                        deadline: Deadline | None = None) -> P1Bound:
+                        deadline: Deadline | None = None,
+                        on_plan: Callable[[Sequence], None] | None = None) -> P1Bound:
     """A lower bound on the compute cycles of every P1 schedule of ``instance``.
 
     Holds for every P1 sequence with first computations in the instance's order, any
@@ -780,6 +781,9 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
         :data:`FULL_REACH_MAX_COLS` columns, ``direct`` above.
     deadline
         A caller's deadline (it replaces ``time_limit``; cancelling it stops the call).
+    on_plan
+        Called with each improving solution of the relaxation's MILP read as a plan
+        (BD.R7), as HiGHS finds it (a portfolio offers it to its search, PF.S5).
 
     Returns
     -------
@@ -900,8 +904,13 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
             return result()
         step = time.perf_counter()
         watch = deadline.limited and model.milp.num_nonzeros >= WATCHED_NONZEROS
+        def report(kind: str, payload: Any) -> None:
+            if on_plan is not None and kind == "incumbent":
+                on_plan(relaxation_sequence(instance, data, model, payload[0]))
+
         run = run_highs(model.milp, threads=threads, gap_abs=INTEGER_GAP, watch=watch,
-                        deadline=deadline.sub(1 - CLOSURE_SHARE / 2) if closure_last else deadline)
+                        deadline=deadline.sub(1 - CLOSURE_SHARE / 2) if closure_last else deadline,
+                        report=None if on_plan is None else report)
         stats["milp_s"] = round(time.perf_counter() - step, 3)
         stats["milp_status"] = run.status
         if run.status == "infeasible":
@@ -919,6 +928,8 @@ def all_schedules_bound(instance: Instance, *, time_limit: float | None = None,
                 solver_optimum = max(base, math.ceil(run.bound - 1e-6))
         if run.values is not None:  # BD.R7: the solution as a plan, for the evaluator
             schedule = relaxation_sequence(instance, data, model, run.values)
+            if on_plan is not None:  # the last incumbent, which a watched run may not have reported
+                on_plan(schedule)
     if closure_last and stats.get("milp_status") != "optimal" and not deadline.passed():
         closure_step(deadline)
     return result()

@@ -10,7 +10,7 @@ import pytest
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import evaluate
-from monet_ilp.graph import random_layered, zoo
+from monet_ilp.graph import random_layered, random_layered_literature, zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.checkpointing import chen_greedy_sequence
 from monet_ilp.make import make_instance, p1_instance
@@ -195,3 +195,14 @@ def test_the_relaxations_schedule_proves_the_optimum_over_every_p1_schedule():
     assert result.stats["heuristics"]["repair"] > result.objective  # not the incumbent's
     milp = solve(inst, "milp", time_limit=60)
     assert milp.status is Status.OPTIMAL and milp.objective == result.objective
+
+
+def test_the_relaxations_plans_are_offered_to_the_lns_member():
+    """PF.S5: each incumbent of the relaxation's MILP, read as a plan, goes to the running
+    lns member (P1I.L6), which says what became of it; the result is verified as always."""
+    inst = p1_instance(random_layered_literature(30, seed=2), 0.8)
+    result = solve(inst, "auto", members=["lns"], time_limit=6, workers=2)
+    verified(inst, result)
+    offers = result.stats["members"]["lns"]["offers"]
+    assert offers and all(o["from"] == "relaxation" and "taken" in o for o in offers)
+    assert all(o["taken"] is True or o["taken"].startswith("no: ") for o in offers)

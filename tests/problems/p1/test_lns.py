@@ -14,7 +14,8 @@ from monet_ilp.heuristics.starts import feasible_first
 from monet_ilp.make import p1_instance
 from monet_ilp.problems.p1.cpsat import min_budget_cpsat
 from monet_ilp.problems.p1.interval import solve_interval
-from monet_ilp.problems.p1.lns import lowest_peak, solve_lns
+from monet_ilp.problems.p1.lns import Offers, lowest_peak, solve_lns
+from monet_ilp.problems.p1.relax import all_schedules_bound
 from monet_ilp.solve import Status, solve
 from tests.conftest import verified
 
@@ -126,3 +127,47 @@ def test_a_detour_through_a_cheap_start_over_the_budget():
     descent = result.stats["descent"]
     assert descent["detour"] and descent["taken"] and descent["from"].startswith("heuristic:repair")
     assert result.objective <= descent["cost"] < within / 2
+
+
+def test_a_plan_offered_during_the_run_is_brought_to_the_budget_and_taken():
+    """P1I.L6: the boundary relaxation's plan (BD.R7) is over the budget but cheaper than
+    every start within it; offered to the running search, it gets its own model and
+    P1I.L5's descent, and the search goes on from it."""
+    inst = p1_instance(random_layered_literature(30, seed=2), 0.8)
+    plan = all_schedules_bound(inst, time_limit=10, method="milp").schedule
+    over = evaluate(inst, plan)
+    assert not over.feasible and over.peak_bytes["core0.sram"] > inst.budget_bytes
+    offers = Offers()
+    offers.put("relaxation", plan)
+    result = solve_lns(inst, time_limit=30, workers=1, steps=2, _offers=offers)
+    verified(inst, result)
+    assert not offers.ready()
+    [record] = result.stats["offers"]
+    assert record["taken"] is True and record["cost"] == over.compute_cycles
+    assert record["descent_peak_bytes"] <= inst.budget_bytes
+    assert result.objective <= record["descent_cost"] < record["best_cost"]
+
+
+def test_an_offer_no_cheaper_than_the_current_plan_is_left():
+    inst = p1_instance(random_layered_literature(30, seed=2), 0.8)
+    offers = Offers()
+    offers.put("repair", solve(inst, "heuristic:repair", time_limit=5).schedule)  # the start itself
+    result = solve_lns(inst, time_limit=30, workers=1, steps=1, _offers=offers)
+    verified(inst, result)
+    [record] = result.stats["offers"]
+    assert record["taken"] == "no: not cheaper"
+
+
+def test_offers_keep_the_latest_plan_of_each_source_once():
+    inst = p1_instance(random_layered_literature(30, seed=2), 0.8)
+    repair = solve(inst, "heuristic:repair", time_limit=5).schedule
+    store_all = solve(inst, "heuristic:store_all", time_limit=5).schedule
+    offers = Offers()
+    offers.put("relaxation", repair)
+    offers.put("relaxation", store_all)  # a better incumbent replaces the one not yet taken
+    offers.put("hint", repair)
+    assert [(name, s.steps) for name, s in offers.take()] == [("relaxation", store_all.steps),
+                                                              ("hint", repair.steps)]
+    assert not offers.ready()
+    offers.put("relaxation", store_all)  # the same plan again is no new offer
+    assert not offers.ready()
