@@ -72,6 +72,10 @@ DESCENT_WINDOW, DESCENT_STEP_TIME = 40, 0.5
 DETOUR_RATIO, DETOUR_SHARE = 2, 0.4
 #: P1I.L6: a plan offered during the run may take this share of the time left for its descent.
 OFFER_SHARE = 0.5
+#: P1I.L6: an offer whose peak is more than this share over the budget is left.  The
+#: relaxation's plans on the random DAGs n = 250-500 at 0.8 peak 50 % over it (the memory
+#: inside a stage, which the relaxation does not see); at n = 40-150, 1-17 % over.
+OFFER_MAX_OVER = 0.2
 
 
 class Offers:
@@ -494,6 +498,9 @@ def _take_offer(data: P1Data, best: Plan, name: str, schedule: Sequence, *,
     record.update(cost=plan.cost, peak_bytes=plan.peak * data.scale)
     if plan.cost >= best.cost and (within or plan.peak >= best.peak):
         record["taken"] = "no: not cheaper" + ("" if within else " and no lower peak")
+        return None
+    if plan.peak > data.budget * (1 + OFFER_MAX_OVER):
+        record["taken"] = f"no: its peak is more than {OFFER_MAX_OVER:.0%} over the budget"
         return None
     over = not plan.fits(data)
     began = time.perf_counter()
