@@ -302,16 +302,18 @@ def _run_watched(milp: SparseMilp, *, threads: int, until: float, kill_at: float
                                      stdout=None if log else subprocess.DEVNULL, stderr=errors)
             seen = 0
             incumbent = where / "incumbent.pkl"
-            while (child.poll() is None and time.perf_counter() < kill_at
-                   and not (cancelled is not None and cancelled())):
-                time.sleep(0.05)
-                if report is not None and incumbent.exists() and incumbent.stat().st_mtime_ns != seen:
-                    seen = incumbent.stat().st_mtime_ns
-                    report("incumbent", pickle.loads(incumbent.read_bytes()))
-            killed = child.poll() is None
-            if killed:
-                child.kill()
-            child.wait()
+            try:
+                while (child.poll() is None and time.perf_counter() < kill_at
+                       and not (cancelled is not None and cancelled())):
+                    time.sleep(0.05)
+                    if report is not None and incumbent.exists() and incumbent.stat().st_mtime_ns != seen:
+                        seen = incumbent.stat().st_mtime_ns
+                        report("incumbent", pickle.loads(incumbent.read_bytes()))
+            finally:  # the child never outlives this call, whatever ``report`` does
+                killed = child.poll() is None
+                if killed:
+                    child.kill()
+                child.wait()
         result = where / "result.pkl"
         if not killed and result.exists():
             run: SolverRun = pickle.loads(result.read_bytes())
