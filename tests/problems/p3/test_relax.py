@@ -163,16 +163,22 @@ def test_decisions_from_the_relaxation_decode_to_a_checked_schedule():
 
 
 def test_recomputations_the_relaxation_takes_are_decoded_only_where_they_pay():
-    """On gpt2-tiny the MILP's solution recomputes activations (rho); decoded literally they
-    cost more than keeping them, and the cheaper of the two is what is returned."""
+    """On gpt2-tiny the MILP's solution recomputes activations (rho); both readings are
+    decoded (literally, and with those activations kept) and the cheaper is returned.
+    Which one that is depends on how far HiGHS got in its time (keeping them was cheaper
+    in most runs here, recomputing them in one under load)."""
     instance = CASES["gpt2_tiny_2x1"]()
     decisions = relaxation_decisions(instance, time_limit=3)
     assert decisions is not None
     energies = decisions.meta["energy_pj"]
-    assert set(energies) == {"rho", "kept"} and "recompute" not in decisions.tensors.values()
-    assert decisions.meta["recompute"] == "kept" and energies["kept"] < energies["rho"]
+    chosen = decisions.meta["recompute"]
+    # "kept" exists when the solution recomputes something (it did in every run seen).
+    assert set(energies) in ({"rho"}, {"rho", "kept"})
+    assert energies[chosen] == min(e for e in energies.values() if e is not None)
+    if chosen == "kept":
+        assert "recompute" not in decisions.tensors.values()
     metrics = evaluate(instance, decode(instance, decisions))
-    assert metrics.feasible and metrics.energy.total_pj == energies["kept"]
+    assert metrics.feasible and metrics.energy.total_pj == energies[chosen]
     assert metrics.energy.total_pj >= bound_of(instance).value
 
 
