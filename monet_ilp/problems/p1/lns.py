@@ -17,6 +17,7 @@ import random
 import threading
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ortools.sat.python import cp_model
@@ -227,6 +228,11 @@ def solve_lns(
     stats["build_seconds"] = round(time.perf_counter() - started, 3)
     stats["variables"] = len(im.model.proto.variables)
 
+    # P1I.L6: the offers pending, taken against a plan (the first one that ends within the budget).
+    take = None if offers is None else partial(
+        _take_offers, data, offers=offers, max_computes=max_computes, slack=room, window=window,
+        step_time=step_time, deadline=deadline, seed=seed, workers=workers, log=log, params=params,
+        stats=stats)
     if over or detour:
         # P1I.L5: descend to the budget first (a detour: with a share of the time, and
         # taken only when it ends within the budget below the start's cost).
@@ -237,17 +243,12 @@ def solve_lns(
                               window=max(window, DESCENT_WINDOW), slack=room,
                               step_time=max(step_time, DESCENT_STEP_TIME), seed=seed, workers=workers,
                               log=log, params=params, history=descent, interrupt=waiting)
-        while offers is not None and waiting is not None and waiting() and not deadline.passed(margin=0.05):
+        while take is not None and waiting is not None and waiting() and not deadline.passed(margin=0.05):
             # P1I.L6: a plan offered while no schedule fits; the first that reaches the
             # budget is the start, else this descent goes on.
-            for offered_name, schedule in offers.take():
-                offered = _take_offer(data, found, offered_name, schedule, max_computes=max_computes,
-                                      slack=room, window=window, step_time=step_time, deadline=deadline,
-                                      seed=seed, workers=workers, log=log, params=params, stats=stats,
-                                      offers=offers)
-                if offered is not None:
-                    im, found = offered
-                    break
+            offered = take(found)
+            if offered is not None:
+                im, found = offered
             if not found.fits(data):
                 found = descent_steps(im, found, deadline=deadline, window=max(window, DESCENT_WINDOW),
                                       slack=room, step_time=max(step_time, DESCENT_STEP_TIME),
@@ -273,18 +274,14 @@ def solve_lns(
                                  steps=None if steps is None else steps - len(history), seed=seed + len(history),
                                  workers=workers, log=log, params=params, history=history,
                                  interrupt=None if offers is None else offers.ready)
-        if proven or offers is None or not offers.ready() or deadline.passed(margin=0.05):
+        if proven or take is None or offers is None or not offers.ready() or deadline.passed(margin=0.05):
             break
         # P1I.L6: a plan offered during the run, brought down to the budget in a model
         # of its own, replaces the current one when it ends within the budget and cheaper.
-        for name, schedule in offers.take():
-            offered = _take_offer(data, best, name, schedule, max_computes=max_computes,
-                                  slack=room, window=window, step_time=step_time, deadline=deadline,
-                                  seed=seed, workers=workers, log=log, params=params, stats=stats,
-                                  offers=offers)
-            if offered is not None:
-                im, best = offered
-                source = "lns"
+        offered = take(best)
+        if offered is not None:
+            im, best = offered
+            source = "lns"
     stats["steps"] = len(history)
     stats["improving_steps"] = sum(s.cost_after < s.cost_before for s in history)
     stats["trajectory"] = [[round(time.perf_counter() - started, 3), best.cost]]
@@ -470,6 +467,16 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
             return plan, True
         length = _next_length(length, status, better)
     return plan, False
+
+
+def _take_offers(data: P1Data, best: Plan, *, offers: Offers, **settings: Any
+                 ) -> tuple[IntervalModel, Plan] | None:
+    """P1I.L6: the pending offers in turn (:func:`_take_offer`); the first one taken, if any."""
+    for name, schedule in offers.take():
+        taken = _take_offer(data, best, name, schedule, offers=offers, **settings)
+        if taken is not None:
+            return taken
+    return None
 
 
 def _take_offer(data: P1Data, best: Plan, name: str, schedule: Sequence, *,
