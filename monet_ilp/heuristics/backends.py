@@ -57,7 +57,7 @@ def repair(instance: Instance, **_: Any) -> BackendResult:
     """Feasible first on P1: store-all repaired by drops and recomputations (``heuristics/repair.py``)."""
     sequence = repair_sequence(instance)
     if sequence is None:
-        return BackendResult(Status.UNKNOWN, message="the repair found no drop that lowers the peak "
-                             "within the budget (try heuristic:evict, or `monet-ilp min-budget`)",
+        return BackendResult(Status.UNKNOWN, message="no rule of the repair made the sequence fit "
+                             "the budget (try heuristic:evict, or `monet-ilp min-budget`)",
                              source="heuristic:repair")
     return _run("repair", sequence)

@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Iterable
 from collections.abc import Sequence as Seq
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.ir import OpKind, TrainingGraph
@@ -26,13 +26,9 @@ from monet_ilp.heuristics.liveness import (
 from monet_ilp.schedule import Sequence
 
 if TYPE_CHECKING:
+    from monet_ilp.heuristics.clock import Clock
     from monet_ilp.instance import Instance
 
-
-class _Clock(Protocol):
-    """A deadline (:class:`~monet_ilp.engines.deadline.Deadline`): anything with ``passed()``."""
-
-    def passed(self) -> bool: ...
 
 __all__ = [
     "chen_greedy_sequence",
@@ -81,7 +77,7 @@ def chen_sqrt_sequence(instance: Instance) -> Sequence:
 
 def chen_greedy_sequence(
     instance: Instance, budget_bytes: int | None = None, *, max_thresholds: int = 512,
-    deadline: _Clock | None = None,
+    deadline: Clock | None = None,
 ) -> Sequence:
     """Chen's greedy checkpointing, with the threshold searched for the budget.
 

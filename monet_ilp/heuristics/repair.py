@@ -12,7 +12,10 @@ latest slot at which its recomputation's inputs are held anyway (so nothing else
 grows); without one, at ``q`` with the inputs that are not held kept a little longer,
 or (only when no drop of the other kinds fits) recomputed there too, back to what is
 held (at most :data:`DEPTH` levels), when no slot rises over the current peak.  Among the values that qualify,
-the one with the least cost per byte freed goes first (ties: the longer gap).
+the one a :class:`RepairRule` ranks first goes first: the least cost per byte freed,
+weighed by the number of slots it frees to a power (ties: the longer gap).  No one rule
+is best on every graph, so :func:`repair_sequence` runs each of :data:`RULES` and keeps the
+cheapest sequence that fits.
 
 It keeps a schedule's first computations, never recomputes from the first optimizer op
 on (EV.E2), and never recomputes a graph input.  Releases are placed by liveness
@@ -36,13 +39,44 @@ from monet_ilp.heuristics.liveness import place_releases, replay
 from monet_ilp.schedule import Sequence
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence as Sequence_
+
+    from monet_ilp.heuristics.clock import Clock
     from monet_ilp.instance import Instance
 
-__all__ = ["DEPTH", "repair_sequence"]
+__all__ = ["DEPTH", "RULES", "RepairRule", "repair_sequence"]
 
 #: Levels of inputs a drop may recompute with the dropped value, at the same slot (their
 #: bytes counted as a node-order recomputation holds them, each freed after its last reader).
 DEPTH = 64
+
+
+@dataclass(frozen=True)
+class RepairRule:
+    """How the repair ranks the drops that lower the peak slot.
+
+    A drop of ``v`` that costs ``c`` cycles (its recomputation and the inputs recomputed
+    with it) and frees ``v``'s ``b`` bytes on ``k`` slots ranks by ``c / (b * k**span)``:
+    ``span = 0`` is the cost per byte at the peak; a larger ``span`` prefers drops that
+    free more slots (memory over time), which lower the peaks still to come too.
+    ``mixed`` weighs the drops that recompute inputs with the value alongside the others;
+    without it they are weighed only when no other drop fits.
+    """
+
+    span: float = 0.0
+    mixed: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"span {self.span:g}" + (", mixed" if self.mixed else "")
+
+
+#: The rules :func:`repair_sequence` runs, in turn.  On the literature's random DAGs at
+#: 0.8-0.9 of the topological peak (n = 150-1000), each of them gave the cheapest
+#: sequence on some instance, and the cheapest of them cost 0-32 % less than the first
+#: alone (``scripts/bench_remat.py``; ``formulations/p1_portfolio.md`` PF.S1).
+RULES = (RepairRule(0.0), RepairRule(1.0), RepairRule(0.5), RepairRule(1.5), RepairRule(1.0, mixed=True))
+
 
 
 @dataclass
@@ -60,7 +94,8 @@ class _Copy:
 class _Repair:
     """The state of the repair: copies per value, recomputations per slot, the profile."""
 
-    def __init__(self, instance: Instance) -> None:
+    def __init__(self, instance: Instance, rule: RepairRule) -> None:
+        self.rule = rule
         nodes = NodeView(instance, "repair")
         n = self.n = nodes.n
         self.ops, self.cost, self.size = nodes.ops, nodes.cost, nodes.size
@@ -114,10 +149,11 @@ class _Repair:
     def best_drop(self, t: int, peak: int, *, deep: bool
                   ) -> tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
                              list[int]] | None:
-        """The drop that lowers slot ``t`` for the least cost per byte (with ``deep``, also
+        """The drop that lowers slot ``t`` ranked first by the rule (with ``deep``, also
         those that recompute inputs with the value)."""
         best: tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
                     list[int]] | None = None
+        gaps: list[tuple[int, _Copy, int, int]] = []
         for v in range(min(t, self.n)):
             if self.size[v] == 0:
                 continue
@@ -125,30 +161,48 @@ class _Repair:
             if gap is None:
                 continue
             c, r, q = gap
-            for slot, grow, extra in self.options(v, t, r, q, peak, deep=deep):
-                cost = self.cost[v] + sum(self.cost[w] for w in extra)
-                # Cheapest per byte freed; among equals the longer gap, then the smaller index.
-                key = (cost / self.size[v], -(slot - r), v)
+            gaps.append((v, c, r, q))
+            for slot, grow in self.options(v, t, r, q, peak):
+                key = self.key(self.cost[v], v, r, slot)
                 if best is None or key < best[0]:
-                    best = (key, c, r, slot, grow, extra)
+                    best = (key, c, r, slot, grow, [])
+        if not deep:
+            return best
+        # The inputs recomputed with a value only add to its cost: in the order of the
+        # rank its drop over the whole gap would have without them, until that rank is
+        # no better than the best drop found.
+        for low, v, c, r, q in sorted((self.key(self.cost[v], v, r, q), v, c, r, q) for v, c, r, q in gaps):
+            if best is not None and low >= best[0]:
+                break
+            closure = self.closure(v, q, DEPTH)
+            if not closure:
+                continue
+            key = self.key(self.cost[v] + sum(self.cost[w] for w in closure), v, r, q)
+            if (best is None or key < best[0]) and self._fits([], closure, q, peak, v, r, t):
+                best = (key, c, r, q, [], closure)
         return best
 
-    def options(self, v: int, t: int, r: int, q: int, peak: int, *, deep: bool = True
-                ) -> list[tuple[int, list[tuple[int, _Copy]], list[int]]]:
-        """The ways to drop ``v`` over ``(r, q)`` that lower slot ``t`` and raise no slot
-        over ``peak``: (recompute slot, copies kept longer, inputs recomputed with it)."""
-        found: list[tuple[int, list[tuple[int, _Copy]], list[int]]] = []
+    def key(self, cost: int, v: int, r: int, slot: int) -> tuple[float, int, int]:
+        """The rule's rank of dropping ``v`` after ``r`` until ``slot`` for ``cost`` cycles:
+        cheapest per byte (and freed slot, to the rule's power); among equals the longer
+        gap, then the smaller index."""
+        span = self.rule.span
+        freed = self.size[v] * (max(1, slot - r - 1) ** span if span else 1)
+        return (cost / freed, -(slot - r), v)
+
+    def options(self, v: int, t: int, r: int, q: int, peak: int
+                ) -> list[tuple[int, list[tuple[int, _Copy]]]]:
+        """The ways to drop ``v`` over ``(r, q)`` that lower slot ``t``, raise no slot over
+        ``peak`` and recompute nothing else: (recompute slot, copies kept longer)."""
+        found: list[tuple[int, list[tuple[int, _Copy]]]] = []
         grow = self.extension(v, q)
         if grow is not None and (not grow or self._fits(grow, [], q, peak, v, r, t)):
-            found.append((q, grow, []))
+            found.append((q, grow))
             if not grow:
                 return found  # the whole gap, nothing grows: no option frees more for less
-        closure = self.closure(v, q, DEPTH) if deep else None
-        if closure and self._fits([], closure, q, peak, v, r, t):
-            found.append((q, [], closure))
         early = self.latest_slot(v, t, q)
         if early is not None and early < q:
-            found.append((early, [], []))
+            found.append((early, []))
         return found
 
     def latest_slot(self, v: int, t: int, q: int) -> int | None:
@@ -192,8 +246,11 @@ class _Repair:
             peak = int(self.profile[t])
             if peak <= room:
                 return True
-            # Drops that recompute inputs too are weighed only when no other drop fits.
-            best = self.best_drop(t, peak, deep=False) or self.best_drop(t, peak, deep=True)
+            if self.rule.mixed:
+                best = self.best_drop(t, peak, deep=True)
+            else:
+                # Drops that recompute inputs too are weighed only when no other drop fits.
+                best = self.best_drop(t, peak, deep=False) or self.best_drop(t, peak, deep=True)
             if best is None:
                 return False
             (_, _, v), c, r, q, grow, extra = best
@@ -249,14 +306,16 @@ class _Repair:
     def _fits(self, grow: list[tuple[int, _Copy]], extra: list[int], q: int, peak: int, v: int,
               r: int, t: int) -> bool:
         """Whether the drop lowers slot ``t`` and raises no slot above ``peak``: it frees
-        ``v`` on ``(r, q)``, keeps ``grow``'s copies until ``q`` and holds ``extra`` at ``q``."""
-        after = self.profile.copy()
-        after[r + 1:q] -= self.size[v]
+        ``v`` on ``(r, q)``, keeps ``grow``'s copies until ``q`` and holds ``extra`` at ``q``.
+        Only the slots from ``r`` on to ``q`` change (the others are at most ``peak``)."""
+        lo = min([r + 1] + [c.end + 1 for _, c in grow])
+        after = self.profile[lo:q + 1].copy()
+        after[r + 1 - lo:q - lo] -= self.size[v]
         for u, c in grow:
-            after[c.end + 1:q + 1] += self.size[u]
+            after[c.end + 1 - lo:] += self.size[u]
         if extra:
-            after[q] += self.closure_bytes(extra, v)
-        return bool(after[t] < peak and after.max() <= peak)
+            after[q - lo] += self.closure_bytes(extra, v)
+        return bool(after[t - lo] < peak and after.max() <= peak)
 
     def _drop(self, v: int, c: _Copy, r: int, q: int, grow: list[tuple[int, _Copy]],
               extra: list[int]) -> None:
@@ -296,7 +355,8 @@ class _Repair:
 
 
 def repair_sequence(instance: Instance, *, budget_bytes: int | None = None,
-                    best_effort: bool = False) -> Sequence | None:
+                    best_effort: bool = False, rules: Sequence_[RepairRule] = RULES,
+                    deadline: Clock | None = None) -> Sequence | None:
     """The store-all sequence repaired to fit the budget by drops and recomputations, or ``None``.
 
     Parameters
@@ -307,26 +367,53 @@ def repair_sequence(instance: Instance, *, budget_bytes: int | None = None,
         The memory the sequence may use, persistent bytes included when the instance
         models them in the core's memory (default: the capacity of the core's memory).
     best_effort
-        When no drop qualifies before the profile fits, return the sequence as far as
-        the repair got (over the budget, ``meta["fits"]`` false) instead of ``None``:
-        the start of the LNS's descent to the budget (``p1_interval.md`` P1I.L5).
+        When no rule's drops make the profile fit, return the sequence with the lowest
+        peak that a rule reached (over the budget, ``meta["fits"]`` false) instead of
+        ``None``: the start of the LNS's descent to the budget (``p1_interval.md`` P1I.L5).
+    rules
+        The rules to run, in turn (:data:`RULES`); the cheapest sequence that fits wins
+        (among equals, the earlier rule).
+    deadline
+        Once it has passed, the rules not yet run are skipped (the first always runs).
 
     Returns
     -------
     Sequence or None
-        ``meta``: ``heuristic`` (``"repair"``), ``budget_bytes``, ``fits``, the claimed
-        ``compute_cycles``, ``peak_bytes`` and ``recomputations``.
+        ``meta``: ``heuristic`` (``"repair"``), ``rule`` (the winning rule's name),
+        ``budget_bytes``, ``fits``, the claimed ``compute_cycles``, ``peak_bytes`` and
+        ``recomputations``.
     """
-    state = _Repair(instance)
+    if not rules:
+        raise ValueError("repair_sequence needs at least one rule")
     budget = instance.budget_bytes if budget_bytes is None else int(budget_bytes)
-    state.room += budget - instance.budget_bytes
-    if not state.run(max_drops=20 * state.n + 100) and not best_effort:
+    best: Sequence | None = None
+    for rule in rules:
+        if best is not None and deadline is not None and deadline.passed():
+            break
+        sequence = _repair(instance, budget, rule)
+        if best is None or _rank(sequence) < _rank(best):
+            best = sequence
+    if best is None or (not best.meta["fits"] and not best_effort):
         return None
+    return best
+
+
+def _rank(sequence: Sequence) -> tuple[bool, int, int]:
+    """Within the budget first, then the cheaper; over it, the lower peak."""
+    meta = sequence.meta
+    if meta["fits"]:
+        return (False, meta["compute_cycles"], 0)
+    return (True, meta["peak_bytes"], meta["compute_cycles"])
+
+
+def _repair(instance: Instance, budget: int, rule: RepairRule) -> Sequence:
+    """One rule's repair, as far as it gets (``meta["fits"]`` says whether it fits)."""
+    state = _Repair(instance, rule)
+    state.room += budget - instance.budget_bytes
+    state.run(max_drops=20 * state.n + 100)
     steps = place_releases(instance.graph, state.computations())
     claimed = replay(instance, steps)
-    if claimed.peak_bytes > budget and not best_effort:
-        return None
-    return Sequence(steps, meta={"heuristic": "repair", "budget_bytes": budget,
+    return Sequence(steps, meta={"heuristic": "repair", "rule": rule.name, "budget_bytes": budget,
                                  "fits": claimed.peak_bytes <= budget,
                                  "compute_cycles": claimed.compute_cycles, "peak_bytes": claimed.peak_bytes,
                                  "recomputations": claimed.recomputations})

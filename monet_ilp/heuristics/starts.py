@@ -8,7 +8,7 @@ budget, its class).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from monet_ilp.errors import MonetError
 from monet_ilp.heuristics.checkpointing import chen_greedy_sequence
@@ -19,6 +19,7 @@ from monet_ilp.heuristics.store_all import store_all_sequence
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from monet_ilp.heuristics.clock import Clock
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Sequence
 
@@ -27,15 +28,12 @@ __all__ = ["FEASIBLE_FIRST", "Starts", "feasible_first"]
 #: The heuristics, in the order they are made (and preferred among equals).
 FEASIBLE_FIRST = ("repair", "evict", "greedy", "store_all")
 
-#: ``(name, sequence)`` per heuristic; ``None`` where it found none within the budget.
+#: ``(name, sequence)`` per heuristic; ``None`` where it made none.  A sequence may be
+#: over the budget: store-all, Chen's greedy, and the repair's lowest peak when no rule fits.
 Starts = list[tuple[str, "Sequence | None"]]
 
 
-class _Clock(Protocol):
-    def passed(self) -> bool: ...
-
-
-def feasible_first(instance: Instance, *, deadline: _Clock | None = None) -> Starts:
+def feasible_first(instance: Instance, *, deadline: Clock | None = None) -> Starts:
     """Each feasible-first heuristic's P1 sequence, in :data:`FEASIBLE_FIRST` order.
 
     Once one has been made, the rest are skipped when ``deadline`` has passed (Chen's
@@ -43,7 +41,8 @@ def feasible_first(instance: Instance, *, deadline: _Clock | None = None) -> Sta
     instance (a :class:`MonetError`) gives ``None``.
     """
     makers: dict[str, Callable[[], Sequence | None]] = {
-        "repair": lambda: repair_sequence(instance),
+        # Over the budget when no rule fits: the lowest peak a rule reached (P1I.L5's start).
+        "repair": lambda: repair_sequence(instance, best_effort=True, deadline=deadline),
         "evict": lambda: evict_sequence(instance),
         "greedy": lambda: chen_greedy_sequence(instance, deadline=deadline),
         "store_all": lambda: store_all_sequence(instance),

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import random_layered, random_layered_literature, zoo
 from monet_ilp.hardware.presets import preset
-from monet_ilp.heuristics.repair import repair_sequence
+from monet_ilp.heuristics.repair import RULES, RepairRule, repair_sequence
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.solve import Status, solve
 
@@ -54,3 +54,45 @@ def test_an_impossible_budget_gives_none_and_the_backend_says_so():
     assert repair_sequence(inst) is None
     result = solve(inst, "heuristic:repair")
     assert result.status is Status.UNKNOWN and "min-budget" in result.message
+
+
+def test_each_rule_repairs_its_own_way_and_the_cheapest_that_fits_wins():
+    """RULES: on the literature's random DAG n = 150 at 0.8, the cost-per-byte rule stops
+    over the budget while the rules that weigh the slots freed fit; the sequence returned
+    is the cheapest of them, and what each claims is what the evaluator measures."""
+    inst = p1_instance(random_layered_literature(150, seed=0), 0.8)
+    each = {rule: repair_sequence(inst, rules=(rule,), best_effort=True) for rule in RULES}
+    for rule, sequence in each.items():
+        assert sequence is not None and sequence.meta["rule"] == rule.name
+        metrics = evaluate(inst, sequence)
+        assert metrics.compute_cycles == sequence.meta["compute_cycles"]
+        assert metrics.peak_bytes["core0.sram"] == sequence.meta["peak_bytes"]
+        assert metrics.feasible == sequence.meta["fits"]
+    assert not each[RepairRule(0.0)].meta["fits"]
+    assert repair_sequence(inst, rules=(RepairRule(0.0),)) is None
+    fitting = [s.meta["compute_cycles"] for s in each.values() if s.meta["fits"]]
+    assert len(fitting) >= 2
+    best = repair_sequence(inst)
+    assert best is not None and best.meta["compute_cycles"] == min(fitting)
+
+
+def test_over_the_budget_the_lowest_peak_of_the_rules_is_returned():
+    """No rule fits here; the last rule stops lowest (637 bytes against 647), and that is
+    the start the LNS's descent gets (P1I.L5)."""
+    inst = p1_instance(random_layered_literature(60, seed=2), 0.8)
+    peaks = [repair_sequence(inst, rules=(rule,), best_effort=True).meta["peak_bytes"] for rule in RULES]
+    assert min(peaks) < max(peaks) and min(peaks) > inst.budget_bytes
+    found = repair_sequence(inst, best_effort=True)
+    assert not found.meta["fits"] and found.meta["peak_bytes"] == min(peaks)
+    assert evaluate(inst, found).peak_bytes["core0.sram"] == min(peaks)
+    assert repair_sequence(inst) is None
+
+
+def test_a_passed_deadline_runs_the_first_rule_only():
+    class Passed:
+        def passed(self) -> bool:
+            return True
+
+    inst = p1_instance(random_layered_literature(100, seed=0), 0.9)
+    sequence = repair_sequence(inst, deadline=Passed())
+    assert sequence is not None and sequence.meta["rule"] == RULES[0].name

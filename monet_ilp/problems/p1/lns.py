@@ -312,7 +312,7 @@ def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
     candidates = ([] if hint is None else [("hint", hint)]) + [(f"heuristic:{n}", s) for n, s in made]
     if dict(made).get("repair") is None:
         # The repair as far as it got: the usual start of the descent (P1I.L5).
-        candidates.append(("heuristic:repair (over the budget)", _repair_best_effort(instance)))
+        candidates.append(("heuristic:repair (over the budget)", _repair_best_effort(instance, deadline=deadline)))
     best: tuple[Plan, str] | None = None
     overs: list[tuple[Plan, str]] = []  # over the budget
     rejected: dict[str, str] = {}
@@ -380,7 +380,7 @@ def lowest_peak(instance: Instance, *, time_limit: float | None = None, workers:
     data = p1_data(instance, budget_bytes=floor_values)
     floor_bytes = floor_values + data.persistent_bytes
     candidates = [("store_all", store_all_sequence(instance))] + [("start", s) for s in starts]
-    repaired = _repair_best_effort(instance, budget_bytes=floor_bytes)
+    repaired = _repair_best_effort(instance, budget_bytes=floor_bytes, deadline=deadline)
     if repaired is not None:
         candidates.append(("repair", repaired))
     plans = []
@@ -427,9 +427,10 @@ def _raised(data: P1Data, copies: Iterable[int], max_computes: int, stats: dict[
                                 "computes more often (stats['copies_raised'])")
 
 
-def _repair_best_effort(instance: Instance, budget_bytes: int | None = None) -> Sequence | None:
+def _repair_best_effort(instance: Instance, budget_bytes: int | None = None,
+                        deadline: Deadline | None = None) -> Sequence | None:
     try:
-        return repair_sequence(instance, budget_bytes=budget_bytes, best_effort=True)
+        return repair_sequence(instance, budget_bytes=budget_bytes, best_effort=True, deadline=deadline)
     except MonetError:
         return None
 
