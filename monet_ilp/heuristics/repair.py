@@ -49,6 +49,8 @@ __all__ = ["DEPTH", "RULES", "RepairRule", "repair_sequence"]
 #: Levels of inputs a drop may recompute with the dropped value, at the same slot (their
 #: bytes counted as a node-order recomputation holds them, each freed after its last reader).
 DEPTH = 64
+#: The levels a closure cut short recomputes before it keeps the values below them.
+KEPT_DEPTHS = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -174,12 +176,10 @@ class _Repair:
         for low, v, c, r, q in sorted((self.key(self.cost[v], v, r, q), v, c, r, q) for v, c, r, q in gaps):
             if best is not None and low >= best[0]:
                 break
-            closure = self.closure(v, q, DEPTH)
-            if not closure:
-                continue
-            key = self.key(self.cost[v] + sum(self.cost[w] for w in closure), v, r, q)
-            if (best is None or key < best[0]) and self._fits([], closure, q, peak, v, r, t):
-                best = (key, c, r, q, [], closure)
+            for part, grow in self.closures(v, q):
+                key = self.key(self.cost[v] + sum(self.cost[w] for w in part), v, r, q)
+                if (best is None or key < best[0]) and self._fits(grow, part, q, peak, v, r, t):
+                    best = (key, c, r, q, grow, part)
         return best
 
     def key(self, cost: int, v: int, r: int, slot: int) -> tuple[float, int, int]:
@@ -257,29 +257,60 @@ class _Repair:
             self._drop(v, c, r, q, grow, extra)
         return bool(self.profile.max() <= room)
 
-    def closure(self, v: int, q: int, depth: int) -> list[int] | None:
-        """The inputs of ``v`` to recompute at slot ``q`` with it (their own inputs held
-        there or recomputed in turn, at most ``depth`` levels), in node order; ``None``
-        when one of them cannot be (computed after ``q``, an optimizer op, a graph input
-        gone, or deeper than ``depth``)."""
-        out: set[int] = set()
+    def levels(self, v: int, q: int) -> tuple[list[list[int]], int] | None:
+        """The inputs of ``v`` not held at slot ``q``, level by level (their inputs not held
+        in the next level, and so on, at most :data:`DEPTH` + 1 levels), and how many of the
+        levels could be recomputed at ``q`` (up to the first with a node computed after
+        ``q``, an optimizer op, or a node whose graph input is gone by then).  ``None``
+        when ``v`` itself cannot be."""
+        if any(self.input_end[g] < q for g in self.reads_inputs[v]):
+            return None
+        seen: set[int] = set()
+        levels: list[list[int]] = []
         level = [v]
-        for _ in range(depth + 1):
+        for _ in range(DEPTH + 1):
             following: list[int] = []
             for w in level:
-                if any(self.input_end[g] < q for g in self.reads_inputs[w]):
-                    return None
                 for u in self.preds[w]:
-                    if u in out or self.copy_at(u, q) is not None:
-                        continue
-                    if u >= self.first_update or u >= q:
-                        return None
-                    out.add(u)
-                    following.append(u)
+                    if u not in seen and self.copy_at(u, q) is None:
+                        seen.add(u)
+                        following.append(u)
             if not following:
-                return sorted(out)
+                break
+            levels.append(following)
+            if any(u >= self.first_update or u >= q
+                   or any(self.input_end[g] < q for g in self.reads_inputs[u]) for u in following):
+                return levels, len(levels) - 1
             level = following
-        return None
+        return levels, len(levels)
+
+    def closures(self, v: int, q: int) -> list[tuple[list[int], list[tuple[int, _Copy]]]]:
+        """The ways to recompute the inputs of ``v`` that are not held at slot ``q`` with it
+        there: (the inputs recomputed, in node order; the copies kept until ``q``).
+
+        The whole closure (every level recomputed, their own inputs held there or
+        recomputed in turn, at most :data:`DEPTH` + 1 levels), and the closure cut short
+        at each of :data:`KEPT_DEPTHS` (the first ``depth`` levels recomputed, the next
+        level's values kept until ``q`` instead, each with a copy before ``q``)."""
+        found = self.levels(v, q)
+        if found is None:
+            return []
+        levels, good = found
+        out: list[tuple[list[int], list[tuple[int, _Copy]]]] = []
+        if good == len(levels) <= DEPTH and levels:
+            out.append((sorted(u for level in levels for u in level), []))
+        for depth in KEPT_DEPTHS:
+            if depth > good or depth >= len(levels):
+                break
+            grow = []
+            for u in levels[depth]:
+                before = [c for c in self.copies[u] if c.start < q]
+                if not before:
+                    break
+                grow.append((u, before[-1]))
+            else:
+                out.append((sorted(u for level in levels[:depth] for u in level), grow))
+        return out
 
     def closure_bytes(self, closure: list[int], v: int) -> int:
         """The most bytes the recomputation of ``closure`` (then ``v``) holds at once, each
