@@ -160,28 +160,41 @@ class _Repair:
         those that recompute inputs with the value)."""
         best: tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
                     list[int]] | None = None
-        gaps: list[tuple[int, _Copy, int, int]] = []
+        # Each value held across ``t``, with the rank of its drop over the whole gap: no
+        # drop of it ranks higher (a recomputation earlier frees fewer slots; one with
+        # inputs costs more).  In that order, until no value can beat the best drop.
+        gaps: list[tuple[tuple[float, int, int], int, _Copy, int, int]] = []
         for v in range(min(t, self.n)):
             if self.size[v] == 0:
                 continue
             gap = self.drop_at(v, t)
-            if gap is None:
-                continue
-            c, r, q = gap
-            gaps.append((v, c, r, q))
-            for slot, grow in self.options(v, t, r, q, peak):
-                key = self.key(self.cost[v], v, r, slot)
+            if gap is not None:
+                c, r, q = gap
+                gaps.append((self.key(self.cost[v], v, r, q), v, c, r, q))
+        gaps.sort()
+        for whole, v, c, r, q in gaps:
+            if best is not None and whole >= best[0]:
+                break
+            grow = self.extension(v, q)
+            if grow is not None and (not grow or self._fits(grow, [], q, peak, v, r, t)):
+                best = (whole, c, r, q, grow, [])
+                continue  # nothing ranks higher than the whole gap
+            early = self.latest_slot(v, t, q)
+            if early is not None and early < q:
+                key = self.key(self.cost[v], v, r, early)
                 if best is None or key < best[0]:
-                    best = (key, c, r, slot, grow, [])
+                    best = (key, c, r, early, [], [])
         if not deep:
             return best
         # The inputs recomputed with a value only add to its cost: in the order of the
         # rank its drop over the whole gap would have without them, until that rank is
         # no better than the best drop found.
-        for low, v, c, r, q in sorted((self.key(self.cost[v], v, r, q), v, c, r, q) for v, c, r, q in gaps):
+        for low, v, c, r, q in gaps:
             if best is not None and low >= best[0]:
                 break
-            for part, grow in self.closures(v, q):
+            # Inputs costing more than this cannot make the drop rank first.
+            cap = None if best is None else best[0][0] * self.freed(v, r, q) - self.cost[v]
+            for part, grow in self.closures(v, q, cap):
                 key = self.key(self.cost[v] + sum(self.cost[w] for w in part), v, r, q)
                 if (best is None or key < best[0]) and self._fits(grow, part, q, peak, v, r, t):
                     best = (key, c, r, q, grow, part)
@@ -191,24 +204,13 @@ class _Repair:
         """The rule's rank of dropping ``v`` after ``r`` until ``slot`` for ``cost`` cycles:
         cheapest per byte (and freed slot, to the rule's power); among equals the longer
         gap, then the smaller index."""
-        span = self.rule.span
-        freed = self.size[v] * (max(1, slot - r - 1) ** span if span else 1)
-        return (cost / freed, -(slot - r), v)
+        return (cost / self.freed(v, r, slot), -(slot - r), v)
 
-    def options(self, v: int, t: int, r: int, q: int, peak: int
-                ) -> list[tuple[int, list[tuple[int, _Copy]]]]:
-        """The ways to drop ``v`` over ``(r, q)`` that lower slot ``t``, raise no slot over
-        ``peak`` and recompute nothing else: (recompute slot, copies kept longer)."""
-        found: list[tuple[int, list[tuple[int, _Copy]]]] = []
-        grow = self.extension(v, q)
-        if grow is not None and (not grow or self._fits(grow, [], q, peak, v, r, t)):
-            found.append((q, grow))
-            if not grow:
-                return found  # the whole gap, nothing grows: no option frees more for less
-        early = self.latest_slot(v, t, q)
-        if early is not None and early < q:
-            found.append((early, []))
-        return found
+    def freed(self, v: int, r: int, slot: int) -> float:
+        """What the rule counts as freed by dropping ``v`` after ``r`` until ``slot``: its
+        bytes, times the slots freed to the rule's power."""
+        span = self.rule.span
+        return self.size[v] * (max(1, slot - r - 1) ** span if span else 1)
 
     def latest_slot(self, v: int, t: int, q: int) -> int | None:
         """The latest slot in ``(t, q]`` at which every input of ``v`` is held, or ``None``."""
@@ -262,17 +264,20 @@ class _Repair:
             self._drop(v, c, r, q, grow, extra)
         return bool(self.profile.max() <= room)
 
-    def levels(self, v: int, q: int) -> tuple[list[list[int]], int] | None:
+    def levels(self, v: int, q: int, cap: float | None = None
+               ) -> tuple[list[list[int]], int, bool] | None:
         """The inputs of ``v`` not held at slot ``q``, level by level (their inputs not held
-        in the next level, and so on, at most :data:`DEPTH` + 1 levels), and how many of the
+        in the next level, and so on, at most :data:`DEPTH` + 1 levels); how many of the
         levels could be recomputed at ``q`` (up to the first with a node computed after
-        ``q``, an optimizer op, or a node whose graph input is gone by then).  ``None``
-        when ``v`` itself cannot be."""
+        ``q``, an optimizer op, or a node whose graph input is gone by then); and whether
+        the search ended (it stops once the levels found cost more than ``cap``: deeper
+        ones only cost more).  ``None`` when ``v`` itself cannot be recomputed."""
         if any(self.input_end[g] < q for g in self.reads_inputs[v]):
             return None
         seen: set[int] = set()
         levels: list[list[int]] = []
         level = [v]
+        spent = 0
         for _ in range(DEPTH + 1):
             following: list[int] = []
             for w in level:
@@ -285,24 +290,29 @@ class _Repair:
             levels.append(following)
             if any(u >= self.first_update or u >= q
                    or any(self.input_end[g] < q for g in self.reads_inputs[u]) for u in following):
-                return levels, len(levels) - 1
+                return levels, len(levels) - 1, True
+            spent += sum(self.cost[u] for u in following)
+            if cap is not None and spent > cap:
+                return levels, len(levels), False
             level = following
-        return levels, len(levels)
+        return levels, len(levels), True
 
-    def closures(self, v: int, q: int) -> list[tuple[list[int], list[tuple[int, _Copy]]]]:
+    def closures(self, v: int, q: int, cap: float | None = None
+                 ) -> list[tuple[list[int], list[tuple[int, _Copy]]]]:
         """The ways to recompute the inputs of ``v`` that are not held at slot ``q`` with it
         there: (the inputs recomputed, in node order; the copies kept until ``q``).
 
         The whole closure (every level recomputed, their own inputs held there or
         recomputed in turn, at most :data:`DEPTH` + 1 levels), and the closure cut short
         at each of :data:`KEPT_DEPTHS` (the first ``depth`` levels recomputed, the next
-        level's values kept until ``q`` instead, each with a copy before ``q``)."""
-        found = self.levels(v, q)
+        level's values kept until ``q`` instead, each with a copy before ``q``).  With
+        ``cap``, those whose inputs recomputed cost more than ``cap`` may be left out."""
+        found = self.levels(v, q, cap)
         if found is None:
             return []
-        levels, good = found
+        levels, good, ended = found
         out: list[tuple[list[int], list[tuple[int, _Copy]]]] = []
-        if good == len(levels) <= DEPTH and levels:
+        if ended and good == len(levels) <= DEPTH and levels:
             out.append((sorted(u for level in levels for u in level), []))
         for depth in KEPT_DEPTHS:
             if depth > good or depth >= len(levels):
