@@ -694,8 +694,9 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
     for index, (a, b) in fixed.items():
         proto.variables[index].domain.clear()
         proto.variables[index].domain.extend([a, b])
-    for var, value in values.items():
-        step.add_hint(var, value)
+    # The hint in bulk (a call per variable costs a fifth of a step's Python at n = 1000).
+    proto.solution_hint.vars.extend(var.index for var in values)
+    proto.solution_hint.values.extend(int(value) for value in values.values())
     if top is not None and ceiling is not None:
         # P1I.L5's objective: the filler first (every unit of it is worth more than any cost).
         weight = sum(c * k for c, k in zip(data.cost, im.copies, strict=True)) + 1
