@@ -585,10 +585,13 @@ def _next_length(length: int, status: str, better: bool) -> int:
 
 def _window(plan: Plan, data: P1Data, length: int, rng: random.Random) -> tuple[int, int]:
     """P1I.L1: ``length`` consecutive positions, around a recomputation when there is one
-    (only there can the cost fall), the centre drawn uniformly among them."""
+    (only there can the cost fall), the centre drawn among them in proportion to what
+    the recomputation costs (plus one)."""
     recomputed = [k for k, j in enumerate(plan.copy) if j > 0]
-    centre = rng.choice(recomputed) if recomputed else rng.randrange(len(plan))
-    return _around(centre, length, len(plan), rng)
+    if not recomputed:
+        return _around(rng.randrange(len(plan)), length, len(plan), rng)
+    weights = [data.cost[plan.nodes[k]] + 1 for k in recomputed]
+    return _around(rng.choices(recomputed, weights=weights)[0], length, len(plan), rng)
 
 
 def _around(centre: int, length: int, n: int, rng: random.Random) -> tuple[int, int]:
