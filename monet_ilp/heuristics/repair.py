@@ -98,6 +98,11 @@ class _Copy:
         return self.reads[-1] if self.reads else self.start
 
 
+#: A drop: (its rank, the copy dropped, ``r``, the recomputation's slot, the copies kept
+#: longer for it, the inputs recomputed with it).
+_Drop = tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]], list[int]]
+
+
 class _Repair:
     """The state of the repair: copies per value, recomputations per slot, the profile."""
 
@@ -153,13 +158,11 @@ class _Repair:
             return None
         return c, r, q
 
-    def best_drop(self, t: int, peak: int, *, deep: bool
-                  ) -> tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
-                             list[int]] | None:
-        """The drop that lowers slot ``t`` ranked first by the rule (with ``deep``, also
-        those that recompute inputs with the value)."""
-        best: tuple[tuple[float, int, int], _Copy, int, int, list[tuple[int, _Copy]],
-                    list[int]] | None = None
+    def best_drop(self, t: int, peak: int) -> _Drop | None:
+        """The drop that lowers slot ``t`` ranked first by the rule.  Drops that recompute
+        inputs with the value are weighed alongside the others under a ``mixed`` rule,
+        else only when no other drop fits."""
+        best: _Drop | None = None
         # Each value held across ``t``, with the rank of its drop over the whole gap: no
         # drop of it ranks higher (a recomputation earlier frees fewer slots; one with
         # inputs costs more).  In that order, until no value can beat the best drop.
@@ -184,7 +187,7 @@ class _Repair:
                 key = self.key(self.cost[v], v, r, early)
                 if best is None or key < best[0]:
                     best = (key, c, r, early, [], [])
-        if not deep:
+        if best is not None and not self.rule.mixed:
             return best
         # The inputs recomputed with a value only add to its cost: in the order of the
         # rank its drop over the whole gap would have without them, until that rank is
@@ -253,11 +256,7 @@ class _Repair:
             peak = int(self.profile[t])
             if peak <= room:
                 return True
-            if self.rule.mixed:
-                best = self.best_drop(t, peak, deep=True)
-            else:
-                # Drops that recompute inputs too are weighed only when no other drop fits.
-                best = self.best_drop(t, peak, deep=False) or self.best_drop(t, peak, deep=True)
+            best = self.best_drop(t, peak)
             if best is None:
                 return False
             (_, _, v), c, r, q, grow, extra = best
