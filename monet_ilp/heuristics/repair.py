@@ -31,7 +31,7 @@ Python steps plus one vectorised profile update per drop.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -86,16 +86,27 @@ RULES = (RepairRule(0.0), RepairRule(1.0), RepairRule(0.5), RepairRule(1.5), Rep
 
 
 
-@dataclass
 class _Copy:
-    """One held copy of a value: the slot it is computed in and the slots that read it."""
+    """One held copy of a value: the slot it is computed in and the slots that read it
+    (sorted; ``end`` is the last of them, or ``start`` when there is none)."""
 
-    start: int
-    reads: list[int] = field(default_factory=list)
+    __slots__ = ("end", "reads", "start")
 
-    @property
-    def end(self) -> int:
-        return self.reads[-1] if self.reads else self.start
+    def __init__(self, start: int, reads: list[int] | None = None) -> None:
+        self.start = start
+        self.reads = reads if reads is not None else []
+        self.end = self.reads[-1] if self.reads else start
+
+    def cut(self, k: int) -> list[int]:
+        """Drop the reads from the ``k``-th on and return them."""
+        later = self.reads[k:]
+        del self.reads[k:]
+        self.end = self.reads[-1] if self.reads else self.start
+        return later
+
+    def read(self, slot: int) -> None:
+        bisect.insort(self.reads, slot)
+        self.end = max(self.end, slot)
 
 
 #: A drop: (its rank, the copy dropped, ``r``, the recomputation's slot, the copies kept
@@ -114,15 +125,22 @@ class _Repair:
         self.preds, self.first_update = nodes.preds, nodes.first_update
         #: The last first computation reading each graph input (inputs are never recomputed).
         self.input_end = [max(readers) for readers in nodes.input_readers]
-        self.reads_inputs: list[list[int]] = [[] for _ in range(n)]
+        #: The last slot at which every graph input a node reads is still held (``n``
+        #: when it reads none): it cannot be recomputed after that.
+        self.inputs_until = [n] * n
         for g, readers in enumerate(nodes.input_readers):
             for j in readers:
-                self.reads_inputs[j].append(g)
+                self.inputs_until[j] = min(self.inputs_until[j], self.input_end[g])
         self.room = instance.budget_bytes - nodes.persistent
-        self.copies: list[list[_Copy]] = [[_Copy(v)] for v in range(n)]
+        readers: list[list[int]] = [[] for _ in range(n)]
         for j in range(n):
             for u in self.preds[j]:
-                self.copies[u][0].reads.append(j)
+                readers[u].append(j)
+        self.copies: list[list[_Copy]] = [[_Copy(v, readers[v])] for v in range(n)]
+        #: ``held[v][slot]`` is 1 when a copy of ``v`` is held at ``slot`` (:meth:`copy_at`).
+        self.held: list[bytearray] = [bytearray(n) for _ in range(n)]
+        for v in range(n):
+            self._mark(v)
         self.recompute: dict[int, list[int]] = {}
         profile = np.zeros(n + 1, dtype=np.int64)
         for v in range(n):
@@ -137,6 +155,8 @@ class _Repair:
     # ------------------------------------------------------------ queries
     def copy_at(self, v: int, slot: int) -> _Copy | None:
         """The copy of ``v`` held at ``slot`` (computed at or before it, read at or after)."""
+        if not self.held[v][slot]:
+            return None
         for c in self.copies[v]:
             if c.start <= slot <= c.end:
                 return c
@@ -168,7 +188,7 @@ class _Repair:
         # inputs costs more).  In that order, until no value can beat the best drop.
         gaps: list[tuple[tuple[float, int, int], int, _Copy, int, int]] = []
         for v in range(min(t, self.n)):
-            if self.size[v] == 0:
+            if self.size[v] == 0 or not self.held[v][t]:
                 continue
             gap = self.drop_at(v, t)
             if gap is not None:
@@ -219,12 +239,12 @@ class _Repair:
         """The latest slot in ``(t, q]`` at which every input of ``v`` is held, or ``None``."""
         slot = q
         while slot > t:
-            if any(self.input_end[g] < slot for g in self.reads_inputs[v]):
-                slot = min(self.input_end[g] for g in self.reads_inputs[v])
+            if self.inputs_until[v] < slot:
+                slot = self.inputs_until[v]
                 continue
             lowered = slot
             for u in self.preds[v]:
-                if self.copy_at(u, slot) is None:
+                if not self.held[u][slot]:
                     ends = [c.end for c in self.copies[u] if c.end < slot]
                     lowered = min(lowered, max(ends, default=-1))
             if lowered == slot:
@@ -236,11 +256,11 @@ class _Repair:
         """The inputs of a recomputation of ``v`` at ``q`` that are not held there, each
         with the copy that would be kept until ``q``; ``None`` when one has no copy to keep
         (it is not computed before ``q``) or a graph input is gone by then."""
-        if any(self.input_end[t] < q for t in self.reads_inputs[v]):
+        if self.inputs_until[v] < q:
             return None
         out = []
         for u in self.preds[v]:
-            if self.copy_at(u, q) is not None:
+            if self.held[u][q]:
                 continue
             before = [c for c in self.copies[u] if c.start < q]
             if not before:
@@ -271,7 +291,7 @@ class _Repair:
         ``q``, an optimizer op, or a node whose graph input is gone by then); and whether
         the search ended (it stops once the levels found cost more than ``cap``: deeper
         ones only cost more).  ``None`` when ``v`` itself cannot be recomputed."""
-        if any(self.input_end[g] < q for g in self.reads_inputs[v]):
+        if self.inputs_until[v] < q:
             return None
         seen: set[int] = set()
         levels: list[list[int]] = []
@@ -281,14 +301,14 @@ class _Repair:
             following: list[int] = []
             for w in level:
                 for u in self.preds[w]:
-                    if u not in seen and self.copy_at(u, q) is None:
+                    if u not in seen and not self.held[u][q]:
                         seen.add(u)
                         following.append(u)
             if not following:
                 break
             levels.append(following)
             if any(u >= self.first_update or u >= q
-                   or any(self.input_end[g] < q for g in self.reads_inputs[u]) for u in following):
+                   or self.inputs_until[u] < q for u in following):
                 return levels, len(levels) - 1, True
             spent += sum(self.cost[u] for u in following)
             if cap is not None and spent > cap:
@@ -350,25 +370,32 @@ class _Repair:
 
     def _fits(self, grow: list[tuple[int, _Copy]], extra: list[int], q: int, peak: int, v: int,
               r: int, t: int) -> bool:
-        """Whether the drop lowers slot ``t`` and raises no slot above ``peak``: it frees
-        ``v`` on ``(r, q)``, keeps ``grow``'s copies until ``q`` and holds ``extra`` at ``q``.
-        Only the slots from ``r`` on to ``q`` change (the others are at most ``peak``)."""
-        lo = min([r + 1] + [c.end + 1 for _, c in grow])
-        after = self.profile[lo:q + 1].copy()
-        after[r + 1 - lo:q - lo] -= self.size[v]
+        """Whether the drop lowers slot ``t`` (``r < t < q``) and raises no slot above
+        ``peak``: it frees ``v`` on ``(r, q)``, keeps ``grow``'s copies until ``q`` and
+        holds ``extra`` at ``q``.  Only the slots from ``r`` on to ``q`` change (the others
+        are at most ``peak``); slots ``t`` and ``q`` are checked first, alone."""
+        size, profile = self.size, self.profile
+        if profile[t] - size[v] + sum(size[u] for u, c in grow if c.end < t) >= peak:
+            return False
+        gained = sum(size[u] for u, _ in grow)
+        at_q = profile[q] + gained
+        if at_q > peak or (extra and at_q + self.closure_bytes(extra, v) > peak):
+            return False
+        lo = min((c.end + 1 for _, c in grow), default=q)
+        if lo >= q:
+            return True  # the slots before q only fall
+        after = profile[lo:q].copy()
+        after[max(r + 1 - lo, 0):] -= size[v]
         for u, c in grow:
-            after[c.end + 1 - lo:] += self.size[u]
-        if extra:
-            after[q - lo] += self.closure_bytes(extra, v)
-        return bool(after[t - lo] < peak and after.max() <= peak)
+            after[c.end + 1 - lo:] += size[u]
+        return bool(after.max() <= peak)
 
     def _drop(self, v: int, c: _Copy, r: int, q: int, grow: list[tuple[int, _Copy]],
               extra: list[int]) -> None:
         """Free ``v``'s copy ``c`` after ``r`` and recompute it just before slot ``q``
         (after ``extra``, recomputed there for it)."""
-        k = bisect.bisect_left(c.reads, q)
-        later = c.reads[k:]
-        del c.reads[k:]
+        later = c.cut(bisect.bisect_left(c.reads, q))
+        self._mark(v)
         self.profile[r + 1:q] -= self.size[v]
         kept = dict(grow)
         for u, held in grow:
@@ -378,18 +405,29 @@ class _Repair:
         for w in extra:
             self._add_copy(w, _Copy(q))
         self._add_copy(v, _Copy(q, later))
+        touched = set()
         for w in [*extra, v]:
             for u in self.preds[w]:
                 held_at_q = kept.get(u) or self.copy_at(u, q)
                 if held_at_q is None:
                     raise AssertionError("a recomputation's input is not held; this is a bug")
-                bisect.insort(held_at_q.reads, q)
+                held_at_q.read(q)
+                touched.add(u)
             self.recompute.setdefault(q, []).append(w)
             self.recomputations += 1
+        for u in touched:
+            self._mark(u)
 
     def _add_copy(self, v: int, copy: _Copy) -> None:
         self.copies[v].append(copy)
         self.copies[v].sort(key=lambda x: x.start)
+        self._mark(v)
+
+    def _mark(self, v: int) -> None:
+        """Set ``held[v]`` from ``v``'s copies."""
+        held = self.held[v] = bytearray(self.n)
+        for c in self.copies[v]:
+            held[c.start:c.end + 1] = b"\x01" * (c.end + 1 - c.start)
 
     def computations(self) -> list[str]:
         out: list[str] = []
