@@ -33,16 +33,18 @@ FEASIBLE_FIRST = ("repair", "evict", "greedy", "store_all")
 Starts = list[tuple[str, "Sequence | None"]]
 
 
-def feasible_first(instance: Instance, *, deadline: Clock | None = None) -> Starts:
+def feasible_first(instance: Instance, *, deadline: Clock | None = None,
+                   polish: Callable[[Sequence], Sequence] | None = None) -> Starts:
     """Each feasible-first heuristic's P1 sequence, in :data:`FEASIBLE_FIRST` order.
 
     Once one has been made, the rest are skipped when ``deadline`` has passed (Chen's
     greedy also cuts its own search short then).  A heuristic that refuses the
-    instance (a :class:`MonetError`) gives ``None``.
+    instance (a :class:`MonetError`) gives ``None``.  ``polish`` goes to the repair
+    (each rule's sequence within the budget, :func:`repair_sequence`).
     """
     makers: dict[str, Callable[[], Sequence | None]] = {
         # Over the budget when no rule fits: the lowest peak a rule reached (P1I.L5's start).
-        "repair": lambda: repair_sequence(instance, best_effort=True, deadline=deadline),
+        "repair": lambda: repair_sequence(instance, best_effort=True, deadline=deadline, polish=polish),
         "evict": lambda: evict_sequence(instance),
         "greedy": lambda: chen_greedy_sequence(instance, deadline=deadline),
         "store_all": lambda: store_all_sequence(instance),

@@ -113,20 +113,3 @@ def test_closures_cut_short_keep_values_instead_of_recomputing_long_chains(monke
     metrics = evaluate(inst, cut)
     assert metrics.feasible and metrics.compute_cycles == cut.meta["compute_cycles"]
 
-
-@settings(max_examples=10, deadline=None)
-@given(n=st.integers(20, 80), seed=st.integers(0, 10_000), rule=st.sampled_from(RULES))
-def test_the_held_bytes_match_the_copies_after_every_drop(n, seed, rule):
-    """``held[v][slot]`` (one byte per value and slot) says what scanning the copies says,
-    and each copy's ``end`` is its last read, after each drop of a repair."""
-    inst = p1_instance(random_layered_literature(n, seed=seed), 0.8)
-    state = repair._Repair(inst, rule)
-    for _ in range(60):
-        for v in range(state.n):
-            for slot in range(state.n):
-                scanned = any(c.start <= slot <= c.end for c in state.copies[v])
-                assert bool(state.held[v][slot]) == scanned
-            for c in state.copies[v]:
-                assert c.end == (c.reads[-1] if c.reads else c.start)
-        if state.run(max_drops=1):
-            break

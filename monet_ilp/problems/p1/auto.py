@@ -41,6 +41,7 @@ from monet_ilp.problems.p1.data import check_p1, p1_data
 from monet_ilp.problems.p1.lns import Offers, solve_lns
 from monet_ilp.problems.p1.milp import solve_milp
 from monet_ilp.problems.p1.milp.solve import with_least_budget
+from monet_ilp.problems.p1.prune import pruner
 from monet_ilp.problems.p1.relax import HOLDS_FOR, P1Bound, all_schedules_bound, cut_bound
 from monet_ilp.results import BackendResult, Status
 
@@ -191,7 +192,9 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     # PF.S1: the incumbent every member starts from.
     began = time.perf_counter()
     # Chen's greedy searches its threshold for seconds on large graphs: a tenth of the time.
-    starts = feasible_first(instance, deadline=deadline.sub(HEURISTICS_SHARE))
+    # The repair's sequences lose the recomputations the budget does not need (P1I.L0).
+    within = deadline.sub(HEURISTICS_SHARE)
+    starts = feasible_first(instance, deadline=within, polish=pruner(instance, deadline=within))
     incumbent = _incumbent(instance, hint, starts, stats)
     stats["heuristics_s"] = round(time.perf_counter() - began, 3)
 

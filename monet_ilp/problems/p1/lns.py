@@ -44,6 +44,7 @@ from monet_ilp.problems.p1.interval import (
     solve_interval,
 )
 from monet_ilp.problems.p1.interval.solve import check_objective, result
+from monet_ilp.problems.p1.prune import prune, pruner
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
@@ -259,7 +260,7 @@ def solve_lns(
                             "peak_bytes": found.peak * data.scale, "cost": found.cost, "taken": taken,
                             "seconds": round(sum(d.seconds for d in descent), 3)}
         if taken:
-            current, source = found, "lns"
+            current, source = prune(data, found, deadline=deadline), "lns"
         elif over:
             return BackendResult(Status.UNKNOWN, bound=trivial, stats=stats, message=(
                 f"no start within the budget; the descent (P1I.L5) lowered the peak of {source} "
@@ -308,7 +309,8 @@ def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
     over the budget with the lowest peak (store-all at worst), for P1I.L5.  The third
     value is a detour (P1I.L5): a start over the budget that costs at most
     ``1 / DETOUR_RATIO`` of the one that fits (the repair as far as it got, usually)."""
-    made = feasible_first(instance, deadline=deadline) if starts is None else starts
+    made = (feasible_first(instance, deadline=deadline, polish=pruner(instance, deadline=deadline))
+            if starts is None else starts)
     candidates = ([] if hint is None else [("hint", hint)]) + [(f"heuristic:{n}", s) for n, s in made]
     if dict(made).get("repair") is None:
         # The repair as far as it got: the usual start of the descent (P1I.L5).
@@ -464,6 +466,9 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
         better = found is not None and found.cost < plan.cost
         if found is not None and (better or (found.cost == plan.cost and found.peak < plan.peak)):
             plan = found
+            if better:
+                # P1I.L0: the step may have freed memory that a recomputation elsewhere was for.
+                plan = prune(data, plan, deadline=deadline)
         if status == "OPTIMAL" and whole:
             return plan, True
         length = _next_length(length, status, better)

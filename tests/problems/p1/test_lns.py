@@ -131,15 +131,16 @@ def test_a_detour_through_a_cheap_start_over_the_budget():
 
 def test_a_plan_offered_during_the_run_is_brought_to_the_budget_and_taken():
     """P1I.L6: the boundary relaxation's plan (BD.R7) is over the budget but cheaper than
-    every start within it; offered to the running search, it gets its own model and
-    P1I.L5's descent, and the search goes on from it."""
+    every start within it (the heuristics' own, not pruned by P1I.L0); offered to the
+    running search, it gets its own model and P1I.L5's descent, and the search goes on
+    from it."""
     inst = p1_instance(random_layered_literature(30, seed=2), 0.8)
     plan = all_schedules_bound(inst, time_limit=10, method="milp").schedule
     over = evaluate(inst, plan)
     assert not over.feasible and over.peak_bytes["core0.sram"] > inst.budget_bytes
     offers = Offers()
     offers.put("relaxation", plan)
-    result = solve_lns(inst, time_limit=30, workers=1, steps=2, _offers=offers)
+    result = solve_lns(inst, time_limit=30, workers=1, steps=2, _offers=offers, _starts=feasible_first(inst))
     verified(inst, result)
     assert not offers.ready()
     [record] = result.stats["offers"]
