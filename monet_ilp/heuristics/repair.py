@@ -141,11 +141,11 @@ class _Repair:
             for j in readers:
                 self.inputs_until[j] = min(self.inputs_until[j], self.input_end[g])
         self.room = instance.budget_bytes - nodes.persistent
-        readers: list[list[int]] = [[] for _ in range(n)]
+        read_by: list[list[int]] = [[] for _ in range(n)]
         for j in range(n):
             for u in self.preds[j]:
-                readers[u].append(j)
-        self.copies: list[list[_Copy]] = [[_Copy(v, readers[v])] for v in range(n)]
+                read_by[u].append(j)
+        self.copies: list[list[_Copy]] = [[_Copy(v, read_by[v])] for v in range(n)]
         #: ``held[v][slot]`` is 1 when a copy of ``v`` is held at ``slot`` (:meth:`copy_at`).
         self.held: list[bytearray] = [bytearray(n) for _ in range(n)]
         for v in range(n):
@@ -414,7 +414,7 @@ class _Repair:
         for w in extra:
             self._add_copy(w, _Copy(q))
         self._add_copy(v, _Copy(q, later))
-        touched = set()
+        touched: set[int] = set()
         for w in [*extra, v]:
             for u in self.preds[w]:
                 held_at_q = kept.get(u) or self.copy_at(u, q)
