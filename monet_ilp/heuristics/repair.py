@@ -473,7 +473,8 @@ def repair_sequence(instance: Instance, *, budget_bytes: int | None = None,
         improvement of it within the budget (P1's pruning of the recomputations the
         budget does not need, ``p1_interval.md`` P1I.L0: the rule cheapest after it is
         not always the cheapest before).  It returns a sequence with the same ``meta``
-        keys (its own figures).  A rule whose sequence costs more than
+        keys (its own figures), within the instance's own budget (so ``budget_bytes``
+        is not passed with it).  A rule whose sequence costs more than
         :data:`POLISH_WITHIN` times the cheapest one so far is not polished.
 
     Returns
@@ -485,6 +486,8 @@ def repair_sequence(instance: Instance, *, budget_bytes: int | None = None,
     """
     if not rules:
         raise ValueError("repair_sequence needs at least one rule")
+    if polish is not None and budget_bytes is not None:
+        raise ValueError("a polish works to the instance's own budget: pass no budget_bytes with it")
     budget = instance.budget_bytes if budget_bytes is None else int(budget_bytes)
     best: Sequence | None = None
     cheapest: int | None = None  # the cheapest rule's cycles before ``polish``

@@ -79,6 +79,7 @@ def _pass(data: P1Data, plan: Plan, deadline: Deadline | None) -> Plan:
         else:
             return plan
 
+
 def pruner(instance: Instance, *, deadline: Deadline | None = None) -> Callable[[Sequence], Sequence]:
     """:func:`prune` for a heuristic's sequences of ``instance`` (the ``polish`` of
     :func:`~monet_ilp.heuristics.repair.repair_sequence`): the sequence of the pruned
