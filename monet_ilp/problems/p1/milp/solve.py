@@ -44,6 +44,7 @@ from monet_ilp.problems.p1.milp.rounding import (
     start_values,
 )
 from monet_ilp.problems.p1.milp.variables import LinearModel, StageVariables, add_variables
+from monet_ilp.problems.p1.prune import pruner
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
 
@@ -318,13 +319,13 @@ MIN_BUDGET_SECONDS = 30.0
 # ====================================================================== backend
 def baseline_sequences(instance: Instance, deadline: Deadline) -> list[tuple[str, Sequence]]:
     """The feasible-first heuristics' sequences, by name (``heuristics/starts.py``; Chen's
-    greedy cut short at the deadline).
+    greedy cut short at the deadline; the repair's pruned, ``p1_interval.md`` P1I.L0).
 
     The start candidates of the MILP, and what the backend returns when the time runs
     out before the solver has a schedule (``formulations/time_limits.md``).
     """
-    return [(name, sequence) for name, sequence in feasible_first(instance, deadline=deadline)
-            if sequence is not None]
+    made = feasible_first(instance, deadline=deadline, polish=pruner(instance, deadline=deadline))
+    return [(name, sequence) for name, sequence in made if sequence is not None]
 
 
 def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | None,
