@@ -94,7 +94,6 @@ RULES = (RepairRule(0.0), RepairRule(1.0), RepairRule(0.5), RepairRule(1.5), Rep
 POLISH_WITHIN = 1.25
 
 
-
 class _Copy:
     """One held copy of a value: the slot it is computed in and the slots that read it
     (sorted; ``end`` is the last of them, or ``start`` when there is none)."""
@@ -403,8 +402,7 @@ class _Repair:
               extra: list[int]) -> None:
         """Free ``v``'s copy ``c`` after ``r`` and recompute it just before slot ``q``
         (after ``extra``, recomputed there for it)."""
-        later = c.cut(bisect.bisect_left(c.reads, q))
-        self._mark(v)
+        later = c.cut(bisect.bisect_left(c.reads, q))  # held[v] is set again with v's new copy
         self.profile[r + 1:q] -= self.size[v]
         kept = dict(grow)
         for u, held in grow:

@@ -112,4 +112,3 @@ def test_closures_cut_short_keep_values_instead_of_recomputing_long_chains(monke
     assert cut.meta["compute_cycles"] < whole.meta["compute_cycles"]
     metrics = evaluate(inst, cut)
     assert metrics.feasible and metrics.compute_cycles == cut.meta["compute_cycles"]
-

@@ -35,17 +35,17 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import verified
-from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.cpsat import solve_cpsat
 from monet_ilp.problems.p1.data import check_p1, p1_data
 from monet_ilp.problems.p1.lns import Offers, solve_lns
 from monet_ilp.problems.p1.milp import solve_milp
 from monet_ilp.problems.p1.milp.solve import with_least_budget
-from monet_ilp.problems.p1.prune import pruner
+from monet_ilp.problems.p1.prune import pruned_starts
 from monet_ilp.problems.p1.relax import HOLDS_FOR, P1Bound, all_schedules_bound, cut_bound
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
+    from monet_ilp.heuristics.starts import Starts
     from monet_ilp.instance import Instance
     from monet_ilp.problems.p1.data import P1Data
     from monet_ilp.schedule import Schedule, Sequence
@@ -193,8 +193,7 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     began = time.perf_counter()
     # Chen's greedy searches its threshold for seconds on large graphs: a tenth of the time.
     # The repair's sequences lose the recomputations the budget does not need (P1I.L0).
-    within = deadline.sub(HEURISTICS_SHARE)
-    starts = feasible_first(instance, deadline=within, polish=pruner(instance, deadline=within))
+    starts = pruned_starts(instance, deadline=deadline.sub(HEURISTICS_SHARE))
     incumbent = _incumbent(instance, hint, starts, stats)
     stats["heuristics_s"] = round(time.perf_counter() - began, 3)
 

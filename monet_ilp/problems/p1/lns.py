@@ -27,7 +27,6 @@ from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.errors import MonetError
 from monet_ilp.heuristics.liveness import replay
 from monet_ilp.heuristics.repair import repair_sequence
-from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.heuristics.store_all import store_all_sequence
 from monet_ilp.problems.p1.data import P1Data, check_max_computes, check_p1, p1_data
 from monet_ilp.problems.p1.interval import (
@@ -44,12 +43,13 @@ from monet_ilp.problems.p1.interval import (
     solve_interval,
 )
 from monet_ilp.problems.p1.interval.solve import check_objective, result
-from monet_ilp.problems.p1.prune import prune, pruner
+from monet_ilp.problems.p1.prune import prune, pruned_starts
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from monet_ilp.heuristics.starts import Starts
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
@@ -309,8 +309,7 @@ def _start(instance: Instance, data: P1Data, hint: Schedule | Sequence | None,
     over the budget with the lowest peak (store-all at worst), for P1I.L5.  The third
     value is a detour (P1I.L5): a start over the budget that costs at most
     ``1 / DETOUR_RATIO`` of the one that fits (the repair as far as it got, usually)."""
-    made = (feasible_first(instance, deadline=deadline, polish=pruner(instance, deadline=deadline))
-            if starts is None else starts)
+    made = pruned_starts(instance, deadline=deadline) if starts is None else starts
     candidates = ([] if hint is None else [("hint", hint)]) + [(f"heuristic:{n}", s) for n, s in made]
     if dict(made).get("repair") is None:
         # The repair as far as it got: the usual start of the descent (P1I.L5).

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from monet_ilp.heuristics.liveness import replay
+from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.problems.p1.interval import (
     OutsideClass,
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.problems.p1.data import P1Data
 
-__all__ = ["prune", "pruner"]
+__all__ = ["prune", "pruned_starts", "pruner"]
 
 
 def prune(data: P1Data, plan: Plan, *, deadline: Deadline | None = None) -> Plan:
@@ -102,3 +103,9 @@ def pruner(instance: Instance, *, deadline: Deadline | None = None) -> Callable[
                                      "pruned_from": sequence.meta.get("compute_cycles")})
 
     return polish
+
+
+def pruned_starts(instance: Instance, *, deadline: Deadline | None = None) -> Starts:
+    """PF.S1's feasible-first sequences (:func:`~monet_ilp.heuristics.starts.feasible_first`)
+    with the repair's rules pruned before they are compared (P1I.L0), within ``deadline``."""
+    return feasible_first(instance, deadline=deadline, polish=pruner(instance, deadline=deadline))

@@ -25,7 +25,6 @@ from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, SparseMilp, check_solver
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified
-from monet_ilp.heuristics.starts import Starts, feasible_first
 from monet_ilp.problems.p1.cpsat import min_budget
 from monet_ilp.problems.p1.data import P1Data, check_p1, p1_data
 from monet_ilp.problems.p1.milp.constraints import add_constraints
@@ -44,13 +43,14 @@ from monet_ilp.problems.p1.milp.rounding import (
     start_values,
 )
 from monet_ilp.problems.p1.milp.variables import LinearModel, StageVariables, add_variables
-from monet_ilp.problems.p1.prune import pruner
+from monet_ilp.problems.p1.prune import pruned_starts
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule, Sequence
 
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from monet_ilp.heuristics.starts import Starts
     from monet_ilp.instance import Instance
 
 __all__ = [
@@ -324,8 +324,8 @@ def baseline_sequences(instance: Instance, deadline: Deadline) -> list[tuple[str
     The start candidates of the MILP, and what the backend returns when the time runs
     out before the solver has a schedule (``formulations/time_limits.md``).
     """
-    made = feasible_first(instance, deadline=deadline, polish=pruner(instance, deadline=deadline))
-    return [(name, sequence) for name, sequence in made if sequence is not None]
+    return [(name, sequence) for name, sequence in pruned_starts(instance, deadline=deadline)
+            if sequence is not None]
 
 
 def _start_plan(instance: Instance, built: Built, hint: Schedule | Sequence | None,
