@@ -179,15 +179,19 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     stats: dict[str, Any] = {"stage_cells": cells, "workers": threads}
     every_op_once = sum(data.cost)
 
-    # PF.S0: on a small model, BD.B8 first (one linear pass): a first computation whose
-    # mandatory values cannot fit proves at once that no P1 schedule exists.  A caller's
-    # hint may free a node's outputs apart (PF.B3), outside what BD.B8 covers: not then.
-    if hint is None and cells <= SMALL_CELLS:
+    # PF.S0: BD.B8 first (one linear pass): a first computation whose mandatory values
+    # cannot fit proves at once that no P1 schedule exists.  A caller's hint may free a
+    # node's outputs apart (PF.B3), outside what BD.B8 covers: not then.
+    if hint is None:
         cut = cut_bound(data, deadline)
         if cut.infeasible:
             stats.update(infeasible_by="BD.B8", bound_all_holds_for=HOLDS_FOR)
             message = f"no P1 schedule exists (BD.B8, before any model): {cut.infeasible}"
-            return BackendResult(Status.INFEASIBLE, stats=stats, message=with_least_budget(instance, message, deadline))
+            # The least budget by CP-SAT's stage model where it builds quickly; above, the
+            # dedicated command (the interval model's descent) says it.
+            message = (with_least_budget(instance, message, deadline) if cells <= SMALL_CELLS
+                       else f"{message}; `monet-ilp min-budget` finds the least budget")
+            return BackendResult(Status.INFEASIBLE, stats=stats, message=message)
 
     # PF.S1: the incumbent every member starts from.
     began = time.perf_counter()

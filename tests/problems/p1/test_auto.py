@@ -103,6 +103,15 @@ def test_bd_b8_proves_infeasibility_before_any_model_and_names_the_least_budget(
     assert solve(fits, "auto", time_limit=30).status is Status.OPTIMAL
 
 
+def test_a_large_graph_below_what_one_op_needs_is_infeasible_at_once():
+    """PF.S0 at every size: the random DAG n = 1000 at 0.9 of store-all is below the
+    4,933 bytes its last op needs; the answer comes before any model, not at the limit."""
+    inst = p1_instance(random_layered(1000, seed=0), 0.9)
+    result = solve(inst, "auto", time_limit=60)
+    assert result.status is Status.INFEASIBLE and result.stats["infeasible_by"] == "BD.B8"
+    assert "4,933 bytes" in result.message and "min-budget" in result.message
+
+
 def test_a_short_limit_on_a_larger_dag_still_returns_a_verified_schedule_and_a_bound():
     # At 0.85 the feasible-first heuristics find a start (at 0.8 on this graph they do not,
     # and neither member finds a schedule in a few seconds: issue 12's open end).
