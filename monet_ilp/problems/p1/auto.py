@@ -208,8 +208,11 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         return BackendResult(Status.OPTIMAL, incumbent[1], every_op_once, every_op_once,
                              f"optimal: {incumbent[0]} computes every op once (no recomputation)",
                              stats, source=incumbent[0])
+    # PF.S2: with no start within the budget the members get the bound's thread too (the
+    # descent, P1I.L5, lowers a peak in fewer steps with two workers).
     chosen = members_for(cells, threads, max_computes=max_computes, seed=seed,
-                         members=None if members is None else tuple(members), beside=int(all_bound))
+                         members=None if members is None else tuple(members),
+                         beside=int(all_bound and incumbent is not None))
     stats["members"] = {m.name: {"threads": m.threads, "class": m.schedule_class} for m in chosen}
     # PF.B2 beside the members; all of their time when they leave it a thread of its own.
     bound_share = 1.0 if sum(m.threads for m in chosen) < threads else BOUND_SHARE

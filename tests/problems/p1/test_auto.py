@@ -215,3 +215,18 @@ def test_the_relaxations_plans_are_offered_to_the_lns_member():
     offers = result.stats["members"]["lns"]["offers"]
     assert offers and all(o["from"] == "relaxation" and "taken" in o for o in offers)
     assert all(o["taken"] is True or o["taken"].startswith("no: ") for o in offers)
+
+
+def test_with_no_start_within_the_budget_the_members_get_every_thread():
+    """PF.S2: when no feasible-first heuristic fits the budget, the bound's thread goes to
+    the members (the descent, P1I.L5, needs it most); otherwise the bound keeps its own."""
+    graph = random_layered_literature(30, seed=0)
+    store_all = p1_instance(graph, 1.0).meta["store_all_peak_bytes"]
+    tight = p1_instance(graph, 400 / store_all)  # above the floor, below what any heuristic reaches
+    result = solve(tight, "auto", members=["lns"], time_limit=6, workers=2)
+    verified(tight, result)
+    assert result.stats["incumbent"] is None and result.stats["members"]["lns"]["threads"] == 2
+    loose = p1_instance(graph, 0.9)
+    result = solve(loose, "auto", members=["lns"], time_limit=6, workers=2)
+    verified(loose, result)
+    assert result.stats["incumbent"] is not None and result.stats["members"]["lns"]["threads"] == 1

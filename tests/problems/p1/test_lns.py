@@ -159,6 +159,21 @@ def test_an_offer_no_cheaper_than_the_current_plan_is_left():
     assert record["taken"] == "no: not cheaper"
 
 
+def test_while_no_schedule_fits_an_offer_that_peaks_higher_is_left():
+    """P1I.L6: with no plan within the budget yet, the budget comes first: an offer that
+    costs less than the plan being brought down but peaks higher is left."""
+    inst = p1_instance(random_layered_literature(30, seed=0), 0.9)
+    over = dict(feasible_first(inst))["repair"]
+    assert over is not None and over.meta["peak_bytes"] > inst.budget_bytes
+    offers = Offers()
+    offers.put("hint", solve(inst, "heuristic:store_all", time_limit=5).schedule)
+    result = solve_lns(inst, time_limit=20, workers=1, steps=1, _offers=offers, _starts=[("repair", over)])
+    verified(inst, result)
+    [record] = result.stats["offers"]
+    assert record["cost"] < record["best_cost"] and record["peak_bytes"] > record["best_peak_bytes"]
+    assert record["taken"] == "no: no lower peak than the plan being brought down to the budget"
+
+
 def test_offers_keep_the_latest_plan_of_each_source_once():
     inst = p1_instance(random_layered_literature(30, seed=2), 0.8)
     repair = solve(inst, "heuristic:repair", time_limit=5).schedule
