@@ -724,9 +724,9 @@ def _solve_window(im: IntervalModel, plan: Plan, first: int, last: int, slack: i
     limit = deadline.solver_limit()
     # Several workers only with INTERLEAVE_MIN_S left: an interleaved search stopped by its
     # time limit while it loads the hint may abort the process (OR-Tools 9.15).
-    several = (workers or 1) > 1 and (limit is None or limit >= INTERLEAVE_MIN_S)
-    solver = configured_solver(time_limit=limit, workers=(workers or 1) if several else 1, seed=seed, log=log,
-                               params={**({"interleave_search": True} if several else {}),
+    threads = (workers or 1) if limit is None or limit >= INTERLEAVE_MIN_S else 1
+    solver = configured_solver(time_limit=limit, workers=threads, seed=seed, log=log,
+                               params={**({"interleave_search": True} if threads > 1 else {}),
                                        "max_deterministic_time": step_time, **(params or {})})
     with deadline.on_cancel(solver.stop_search):
         status = solver.solve(step)
