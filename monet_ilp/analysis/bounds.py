@@ -7,15 +7,19 @@ Families (``formulations/bounds.md`` states each and why it holds):
     fastest core and variant, each graph input arriving over the quickest link
     (latency);
   - ``work``: the cheapest work of all ops spread over all cores (latency);
+  - ``pinned_path``: the LP BD.B9, the critical path and the work with the pins
+    sharing the SRAMs' room (latency);
   - ``cheapest_energy``: every op once on its cheapest core and variant, every graph
     input moved out of its home once at the cheapest price, plus the static energy of
     the latency bound (energy);
   - ``memory``: the smallest SRAM each op needs (its inputs and outputs at once);
     below it no schedule exists;
-* **relaxation**, valid for every schedule as well: ``energy_relaxation``, the pivot
-  relaxation's MILP (BD.E: first-run cores, pins per SRAM, transfers between cores, and
-  what each SRAM holds when each op first starts), solved by HiGHS with the solver
-  bounds' time limit;
+* **relaxation**, valid for every schedule as well, solved by HiGHS with the solver
+  bounds' time limit: ``energy_relaxation``, the pivot relaxation's MILP (BD.E:
+  first-run cores, pins per SRAM, transfers between cores, and what each SRAM holds when
+  each op first starts); ``placement_path`` on latency, the placement MILP (BD.B12: the
+  pins and each op's runs per SRAM, the crossings they force, the work on each SRAM's
+  cores);
 * **P1, every schedule** (``formulations/bounds.md``, "P1: bounds over every schedule"):
   ``every_op_once`` and ``cut`` (BD.B7), and with the solvers ``closure`` (BD.B10 with
   its chains, BD.B11) and the boundary relaxation's ``boundary_lp`` and

@@ -20,6 +20,7 @@ from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.instance import MemorySpec, Objective
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.problems.p3.data import p3_data
+from monet_ilp.problems.p3.latency import pinned_path_bound, placement_path_bound
 from monet_ilp.schedule import save_schedule
 from monet_ilp.solve import Status, solve
 
@@ -69,6 +70,58 @@ def test_the_pinned_path_lp_holds_for_random_decoded_schedules():
             checked += 1
             assert metrics.latency_cycles >= bounds["pinned_path"]
     assert checked >= 10
+
+
+def pins_split(kib=512):
+    """mlp depth 2 on two Edge-TPU cores with ``kib`` KiB each: the weights fit in neither SRAM alone."""
+    graph = zoo.mlp(depth=2, width=256, batch=8, in_features=256)
+    return make_instance(graph, preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3", objective="latency",
+                         sram_budget=kib * 1024)
+
+
+def test_the_placement_milp_is_below_the_optimum_where_the_pins_split():
+    """BD.B12: with the pins and runs placed per SRAM, far above BD.B9 (which pools the
+    SRAMs), and below CP-SAT's proven optimum, also over the wider class of three runs
+    and two transfers per item."""
+    for kib in (512, 256):
+        inst = pins_split(kib)
+        bounds = {b.name: b for b in combinatorial_bounds(inst, relaxation_limit=30)}
+        placed = bounds["placement_path"]
+        assert placed.holds_for == "every schedule" and placed.family == "relaxation"
+        assert placed.value >= 1.4 * bounds["pinned_path"].value, kib
+        for wider in ({}, {"max_computes": 3, "max_transfers": 2}):
+            best = solve(inst, "cpsat", time_limit=60, workers=2, **wider)
+            assert best.status is Status.OPTIMAL
+            assert placed.value <= best.objective, (kib, wider)
+        assert placed.value >= 0.98 * best.objective  # 40,850 against 41,111 at 512 KiB
+
+
+def test_the_placement_milp_holds_for_random_decoded_schedules():
+    """BD.B12 against every random decoding the evaluator accepts (pins, recomputations,
+    offloads, layers on either core), on the split-pin MLP and on ResNet-18 at 3 MiB."""
+    resnet = make_instance(zoo.resnet18(batch=1), preset("edge_tpu", n_pe_x=2, n_pe_y=2), problem="P3",
+                           objective="latency", sram_budget=3 * 2**20)
+    for inst, draws in ((pins_split(), 300), (resnet, 30)):
+        bound = placement_path_bound(p3_data(inst))
+        assert bound.value is not None and bound.value > pinned_path_bound(p3_data(inst))
+        genome = Genome(inst)
+        rng = np.random.default_rng(5)
+        checked = 0
+        for _ in range(draws):
+            metrics = evaluate(inst, genome.decode(rng.integers(genome.lower, genome.upper + 1)))
+            if metrics.feasible:
+                checked += 1
+                assert metrics.latency_cycles >= bound.value
+        assert checked >= draws // 4
+
+
+def test_a_latency_backend_reports_the_placement_milp_as_its_floor():
+    """The LNS proves nothing of its own: on latency its bound is BD.B12 (backend_floor)."""
+    inst = pins_split()
+    placed = placement_path_bound(p3_data(inst)).value
+    result = solve(inst, "lns", time_limit=8, workers=1)
+    assert result.bound == placed
+    assert result.objective >= placed
 
 
 def test_bounds_hold_for_heuristic_schedules_too():

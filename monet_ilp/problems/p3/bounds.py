@@ -1,4 +1,5 @@
-"""The combinatorial lower bounds (BD.B1-B6, B9 of ``formulations/bounds.md``), from the P3 data.
+"""The combinatorial lower bounds (BD.B1-B6, B9 of ``formulations/bounds.md``), from the P3 data,
+and the relaxations solved within a time limit (BD.E on energy, BD.B12 on latency).
 
 Valid for every schedule the evaluator accepts, so any backend may report them (also
 when it stops before its own solver has a bound, ``formulations/time_limits.md``),
@@ -11,22 +12,30 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+import weakref
 from typing import TYPE_CHECKING, Any
 
+from monet_ilp.engines.deadline import Deadline
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
-from monet_ilp.problems.p3.latency import pin_room, pinned_path_bound, work_bound
-from monet_ilp.problems.p3.relax import energy_relaxation
+from monet_ilp.problems.p3.latency import (
+    pin_room,
+    pinned_path_bound,
+    placement_path_bound,
+    work_bound,
+)
+from monet_ilp.problems.p3.relax import energy_relaxation, instance_key
 
 if TYPE_CHECKING:
-    from monet_ilp.engines.deadline import Deadline
+    from monet_ilp.problems.p3.latency import PlacementBound
 
 __all__ = ["RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "combinatorial_bound",
            "combinatorial_bounds"]
 
 #: Share of a backend's time (and at most this many seconds) for the pivot relaxation
-#: (BD.E) on energy and weighted objectives, before its own model runs.
+#: (BD.E) on energy and weighted objectives, and for the placement MILP (BD.B12) on
+#: latency, before its own model runs.
 RELAXATION_SHARE = 0.1
 RELAXATION_AT_MOST = 20.0
 
@@ -58,7 +67,9 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
     With ``relaxation_limit`` (seconds) and an energy or weighted objective, also the
     pivot relaxation (BD.E, :func:`~monet_ilp.problems.p3.relax.energy_relaxation`),
     which holds for every schedule as well: ``energy_relaxation`` (energy), or
-    ``latency_and_energy_relaxation`` (weighted, its energy term from the relaxation).
+    ``latency_and_energy_relaxation`` (weighted, its energy term from the relaxation);
+    on latency, the placement MILP ``placement_path`` (BD.B12,
+    :func:`~monet_ilp.problems.p3.latency.placement_path_bound`).
     """
     objective = objective or instance.objective
     began = time.perf_counter()
@@ -104,6 +115,13 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
                              detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
     if relaxation_limit is not None and objective in (Objective.ENERGY, Objective.WEIGHTED):
         out += _relaxation_bounds(instance, objective, relaxation_limit, latency, every)
+    if relaxation_limit is not None and objective is Objective.LATENCY:
+        placed = _placement(p3, data, relaxation_limit)
+        if placed.value is not None:
+            out.append(Bound("placement_path", "relaxation", placed.value, every, placed.seconds,
+                             f"{placed.method}: the pins and each op's runs placed per SRAM, with the "
+                             f"crossings they force (the MILP BD.B12, {placed.columns} columns, "
+                             f"{placed.rows} rows)"))
     # BD.B4: an op that fits none of its cores (or inputs that overflow their home): no
     # schedule at all, so the optimum is +infinity, which the bound then says.
     reason = data.min_capacity_proof()
@@ -128,6 +146,25 @@ def _relaxation_bounds(instance: Instance, objective: Objective, limit: float, l
     value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * relaxed.value / meta["energy_ref_pj"]
     return [Bound("latency_and_energy_relaxation", "relaxation", value, every, relaxed.seconds,
                   f"latency >= {latency} cycles, energy >= {relaxed.value} pJ ({detail})")]
+
+
+def _placement(instance: Instance, data: P3Data, limit: float) -> PlacementBound:
+    """BD.B12 within ``limit`` seconds, remembered per instance (the backends of a portfolio,
+    a Pareto sweep and grading share it)."""
+    key = instance_key(instance)
+    cached = _PLACED.get(key)
+    if cached is not None and cached[0]() is instance.graph and (
+            cached[1].method == "milp" or cached[1].seconds >= limit):
+        return cached[1]
+    placed = placement_path_bound(data, Deadline(limit))
+    if len(_PLACED) >= 8:
+        _PLACED.pop(next(iter(_PLACED)))
+    _PLACED[key] = (weakref.ref(instance.graph), placed)
+    return placed
+
+
+#: Recent BD.B12 results by instance (it reads neither the objective nor a runtime limit).
+_PLACED: dict[tuple[object, ...], tuple[weakref.ref[object], PlacementBound]] = {}
 
 
 def _pinning_knapsack(data: P3Data) -> int:
@@ -183,8 +220,9 @@ def combinatorial_bound(instance: Instance, *, relaxation_limit: float | None = 
 def backend_floor(instance: Instance, deadline: Deadline) -> int | float | None:
     """The bound a P3 backend reports when its own is weaker: BD.B1-B6, B9, and BD.E on energy.
 
-    The pivot relaxation gets :data:`RELAXATION_SHARE` of the time left, at most
-    :data:`RELAXATION_AT_MOST` seconds; on a latency objective nothing is solved.
+    The pivot relaxation (energy and weighted objectives) or the placement MILP BD.B12
+    (latency) gets :data:`RELAXATION_SHARE` of the time left, at most
+    :data:`RELAXATION_AT_MOST` seconds.
     """
     limit = deadline.solver_limit(RELAXATION_SHARE, at_most=RELAXATION_AT_MOST)
     return combinatorial_bound(instance, relaxation_limit=limit)

@@ -1,4 +1,5 @@
-"""Lower bounds on the latency of every P3 schedule: BD.B1, BD.B2 and the pin LP BD.B9.
+"""Lower bounds on the latency of every P3 schedule: BD.B1, BD.B2, the pin LP BD.B9 and
+the placement MILP BD.B12.
 
 ``formulations/bounds.md``.  BD.B1 (the critical path) and BD.B2 (the work over the
 cores) price every op at its fastest, pinned or not, as if every persistent tensor could
@@ -8,20 +9,30 @@ unpinned cost, which is often twice the pinned one.  BD.B9 is the LP that lets t
 share the room they have: it is the critical path and the work bound at once, with each
 op's pinned saving bought by pinning all of its persistent inputs, and the pinned bytes
 within the SRAMs' room (as BD.B5 for energy).
+
+BD.B9 pools the SRAMs.  A pin is in one SRAM, though, and every run that reads a pinned
+tensor runs on a core of that SRAM: the ops that gain from pins crowd onto the cores
+whose SRAMs hold them, and a path that changes SRAMs waits for its data to cross.
+BD.B12 places the pins and the runs per SRAM (a MILP, solved by HiGHS within a time
+limit; its dual bound holds when it stops early).
 """
 
 from __future__ import annotations
 
 import math
+import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import RowModel, safe_ceil
 
 if TYPE_CHECKING:
+    from monet_ilp.engines.deadline import Deadline
     from monet_ilp.problems.p3.data import P3Data
 
-__all__ = ["latency_floor", "pin_room", "pinned_path_bound", "work_bound"]
+__all__ = ["PlacementBound", "latency_floor", "pin_room", "pinned_path_bound", "placement_path_bound",
+           "work_bound"]
 
 
 def work_bound(data: P3Data) -> int:
@@ -101,3 +112,128 @@ def pinned_path_bound(data: P3Data) -> int | None:
 def latency_floor(data: P3Data) -> int:
     """The largest of BD.B1, BD.B2 and BD.B9."""
     return max(data.critical_path_cycles(), work_bound(data), pinned_path_bound(data) or 0)
+
+
+@dataclass(frozen=True)
+class PlacementBound:
+    """BD.B12's outcome: ``value`` (``None`` without one), ``method`` (``"milp"`` when
+    proven, ``"milp-bound"`` for the dual bound of a run stopped early, ``"lp"``), and
+    the model's size."""
+
+    value: int | None
+    method: str
+    seconds: float
+    columns: int
+    rows: int
+
+
+def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> PlacementBound:
+    """BD.B12: the latency MILP over the pins and the SRAM of each op's runs.
+
+    Notation of ``formulations/bounds.md`` (BD.B12): for op ``v`` and SRAM ``m`` of one
+    of its cores, ``u_{v,m}`` is its fastest unpinned cycles there and ``s_{v,m}`` what
+    the pinned cost saves.  ``E_v`` is the earliest end of a run of ``v`` and ``R_v`` a
+    run that ends then.  Columns: ``L``, ``E_v``; ``y[p,m]`` (``p`` pinned in ``m``),
+    ``h[v,m]`` (a run of ``v`` on ``m``), ``a[v,m]`` (``R_v`` on ``m``), all binary;
+    ``g[v,m]``, ``k[v,m]`` (the pinned saving on ``R_v``, on some run on ``m``) and
+    ``f_m`` (the largest footprint on ``m``) continuous.  Minimise ``L`` subject to the
+    rows BD.B12.1-B12.9 (cited in the code).  The value is the larger of the LP's
+    optimum and the MILP's dual bound by ``deadline``, rounded up.
+    """
+    began = time.perf_counter()
+    srams = list(dict.fromkeys(data.memory_of[c] for c in data.cores))
+    per_sram = {m: sum(1 for c in data.cores if data.memory_of[c] == m) for m in srams}
+    model = RowModel()
+    latency = model.col(1.0, integer=False, upper=math.inf)
+    end = [model.col(0.0, integer=False, upper=math.inf) for _ in data.ops]
+    pin: dict[tuple[int, str], int] = {}
+    for tensor in data.persistent:
+        for m in tensor.pin_memories:
+            pin[tensor.index, m] = model.col(0.0)
+        if len(tensor.pin_memories) > 1:  # BD.B12.1 one SRAM per pin
+            model.row({pin[tensor.index, m]: 1.0 for m in tensor.pin_memories}, -math.inf, 1.0)
+    largest = {m: model.col(0.0, integer=False, upper=math.inf) for m in srams}
+    work: dict[str, dict[int, float]] = {m: {latency: float(per_sram[m])} for m in srams}
+    ran: dict[tuple[int, str], int] = {}
+    path: dict[tuple[int, str], int] = {}
+    duration: list[dict[int, float]] = []
+    for op in data.ops:
+        v = op.index
+        fastest: dict[str, int] = {}
+        for c, cycles in op.cycles.items():
+            m = data.memory_of[c]
+            fastest[m] = min(fastest.get(m, cycles), cycles)
+        pinned: dict[str, int] = {}
+        for c, cycles in op.pinned_cycles.items():
+            m = data.memory_of[c]
+            pinned[m] = min(pinned.get(m, cycles), cycles)
+        footprint = float(sum(data.items[i].bytes for i in set(op.reads) | set(op.writes)))
+        length: dict[int, float] = {}
+        for m, u in fastest.items():
+            h = ran[v, m] = model.col(0.0)
+            a = path[v, m] = model.col(0.0)
+            model.row({a: 1.0, h: -1.0}, -math.inf, 0.0)  # BD.B12.2 R_v is a run on m
+            length[a] = float(u)
+            busy = {h: -float(u)}
+            saving = u - pinned.get(m, u)
+            if saving > 0 and all((p, m) in pin for p in op.persistent_reads):
+                g = model.col(0.0, integer=False)
+                k = model.col(0.0, integer=False)
+                for j, on in ((g, a), (k, h)):  # BD.B12.3 the pinned cost needs every read pinned
+                    model.row({j: 1.0, on: -1.0}, -math.inf, 0.0)
+                    for p in op.persistent_reads:
+                        model.row({j: 1.0, pin[p, m]: -1.0}, -math.inf, 0.0)
+                length[g] = -float(saving)
+                busy[k] = float(saving)
+            for j, weight in busy.items():
+                work[m][j] = work[m].get(j, 0.0) + weight
+            if footprint:  # BD.B12.8 the largest footprint on m
+                model.row({largest[m]: 1.0, h: -footprint}, 0.0, math.inf)
+        model.row({path[v, m]: 1.0 for m in fastest}, 1.0, 1.0)  # BD.B12.2 R_v on one SRAM
+        duration.append(length)
+        for p in op.persistent_reads:  # BD.B12.4 a pinned tensor's readers run on its SRAM
+            for home in data.persistent[p].pin_memories:
+                if home not in fastest:
+                    model.upper[pin[p, home]] = 0.0
+                for m in fastest:
+                    if m != home:
+                        model.row({ran[v, m]: 1.0, pin[p, home]: 1.0}, -math.inf, 1.0)
+    for m in srams:
+        model.row({**{j: float(data.persistent[p].bytes) for (p, mm), j in pin.items() if mm == m},
+                   largest[m]: 1.0}, -math.inf, float(data.capacity[m]))  # BD.B12.8
+        model.row(work[m], 0.0, math.inf)  # BD.B12.9 the runs on m fit in L on its cores
+    for op in data.ops:
+        v = op.index
+        start = {end[v]: 1.0, **{j: -c for j, c in duration[v].items()}}  # R_v's start
+        earliest = 0
+        for i in op.reads:
+            item = data.items[i]
+            w = item.producer
+            if w is None:
+                earliest = max(earliest, data.input_arrival_cycles(i, v))
+                continue
+            model.row({**start, end[w]: -1.0}, 0.0, math.inf)  # BD.B12.5
+            for m in srams:  # BD.B12.6 from another SRAM, the item crosses first
+                crossing = min((r.cycles for r in item.routes if r.dst == m), default=0)
+                if (v, m) not in path or not crossing:
+                    continue
+                row = {**start, end[w]: -1.0}
+                row[path[v, m]] = row.get(path[v, m], 0.0) - crossing
+                if (w, m) in ran:
+                    row[ran[w, m]] = row.get(ran[w, m], 0.0) + crossing
+                model.row(row, 0.0, math.inf)
+        for w in op.after:
+            model.row({**start, end[w]: -1.0}, 0.0, math.inf)  # BD.B12.5
+        model.row(start, float(earliest), math.inf)
+        model.row({latency: 1.0, end[v]: -1.0}, 0.0, math.inf)  # BD.B12.7
+    milp = model.milp()
+    best: tuple[int, str] | None = None
+    lp = run_highs(milp, relax=True, deadline=deadline)
+    if lp.status == "optimal" and lp.objective is not None:
+        best = (safe_ceil(lp.objective), "lp")
+    if deadline is None or not deadline.passed():
+        run = run_highs(milp, deadline=deadline, gap_abs=0.5)
+        if run.bound is not None and math.isfinite(run.bound) and (best is None or safe_ceil(run.bound) >= best[0]):
+            best = (safe_ceil(run.bound), "milp" if run.status == "optimal" else "milp-bound")
+    return PlacementBound(None if best is None else best[0], "none" if best is None else best[1],
+                          round(time.perf_counter() - began, 3), milp.num_cols, milp.num_rows)

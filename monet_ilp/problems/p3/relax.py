@@ -38,7 +38,7 @@ from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
 from monet_ilp.problems.p3.latency import latency_floor
 
-__all__ = ["MAX_PAIRS", "EnergyRelaxation", "energy_relaxation", "relaxation_decisions"]
+__all__ = ["MAX_PAIRS", "EnergyRelaxation", "energy_relaxation", "instance_key", "relaxation_decisions"]
 
 #: At most this many (item, pivot) pairs (the ``κ`` columns per SRAM) are modelled; above
 #: it the pivots that see the most bytes in flight are kept (any set of pivots gives a
@@ -106,7 +106,7 @@ def energy_relaxation(
         Every schedule the evaluator accepts uses at least ``value`` picojoules, under any
         runtime limit.
     """
-    key = _key(instance, integer)
+    key = (*instance_key(instance), integer)
     cached = _CACHE.get(key)
     if (
         cached is not None
@@ -125,7 +125,7 @@ def energy_relaxation(
 def _remember(instance: Instance, integer: bool, result: EnergyRelaxation) -> None:
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[_key(instance, integer)] = (weakref.ref(instance.graph), result)
+    _CACHE[(*instance_key(instance), integer)] = (weakref.ref(instance.graph), result)
 
 
 #: Recent results by instance (the relaxation ignores the objective and runtime limit, so
@@ -134,8 +134,9 @@ _CACHE: dict[tuple[object, ...], tuple[weakref.ref[object], EnergyRelaxation]] =
 _CACHE_SIZE = 8
 
 
-def _key(instance: Instance, integer: bool) -> tuple[object, ...]:
-    """What the relaxation depends on: the graph, costs and hardware, not the objective."""
+def instance_key(instance: Instance) -> tuple[object, ...]:
+    """What a bound over every schedule depends on: the graph, costs and hardware, not the
+    objective or the runtime limit (a cache key; the graph by identity)."""
     costs = tuple(
         (op, core, c.cycles, c.energy_pj)
         for table in (instance.costs, instance.pinned_costs)
@@ -151,7 +152,6 @@ def _key(instance: Instance, integer: bool) -> tuple[object, ...]:
         instance.input_home,
         instance.persistent_home,
         instance.static_fj_per_cycle,
-        integer,
     )
 
 
