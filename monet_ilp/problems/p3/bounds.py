@@ -157,7 +157,7 @@ def _placement(instance: Instance, data: P3Data, limit: float) -> PlacementBound
             cached[1].method == "milp" or cached[1].seconds >= limit):
         return cached[1]
     placed = placement_path_bound(data, Deadline(limit))
-    if len(_PLACED) >= 8:
+    if len(_PLACED) >= _PLACED_SIZE:
         _PLACED.pop(next(iter(_PLACED)))
     _PLACED[key] = (weakref.ref(instance.graph), placed)
     return placed
@@ -165,6 +165,7 @@ def _placement(instance: Instance, data: P3Data, limit: float) -> PlacementBound
 
 #: Recent BD.B12 results by instance (it reads neither the objective nor a runtime limit).
 _PLACED: dict[tuple[object, ...], tuple[weakref.ref[object], PlacementBound]] = {}
+_PLACED_SIZE = 8
 
 
 def _pinning_knapsack(data: P3Data) -> int:
@@ -218,7 +219,7 @@ def combinatorial_bound(instance: Instance, *, relaxation_limit: float | None = 
 
 
 def backend_floor(instance: Instance, deadline: Deadline) -> int | float | None:
-    """The bound a P3 backend reports when its own is weaker: BD.B1-B6, B9, and BD.E on energy.
+    """The bound a P3 backend reports when its own is weaker: BD.B1-B6, B9, BD.E on energy, BD.B12 on latency.
 
     The pivot relaxation (energy and weighted objectives) or the placement MILP BD.B12
     (latency) gets :data:`RELAXATION_SHARE` of the time left, at most
