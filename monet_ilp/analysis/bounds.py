@@ -95,7 +95,8 @@ def lower_bounds(
     objective = instance.objective
     bounds: list[Bound] = []
     if instance.problem is not Problem.P1 and objective is not Objective.COMPUTE:
-        # With the solvers: the pivot relaxation (BD.E) too, on energy and weighted objectives.
+        # With the solvers: the pivot relaxation (BD.E) too, on energy and weighted objectives,
+        # and the placement MILP (BD.B12) on latency.
         bounds += combinatorial_bounds(instance, relaxation_limit=time_limit if solver else None)
     began = time.perf_counter()
     if instance.problem is Problem.P1:

@@ -172,6 +172,22 @@ def test_grade_gives_certified_gaps(tmp_path):
     assert best.objective >= row["energy_bound_pj"]
 
 
+def test_grade_bounds_latency_by_the_placement_milp_too(tmp_path):
+    """Grading a point on the split-pin MLP: its latency bound is at least BD.B12, and the
+    source is named after the bound that gave it."""
+    inst = pins_split()
+    sched = memory_aware_schedule(inst)
+    path = tmp_path / "s.json"
+    save_schedule(sched, path)
+    report = grade(inst, load_points(path, inst), time_limit=10, workers=2)
+    (row,) = report["points"]
+    placed = placement_path_bound(p3_data(inst)).value
+    assert row["feasible"] and placed <= row["latency_bound_cycles"] <= row["latency_cycles"]
+    assert report["latency_bound_source"] in ("placement_path", "cpsat")
+    if report["latency_bound_source"] == "placement_path":
+        assert row["latency_bound_cycles"] == placed
+
+
 def test_bound_command_without_the_solver(tmp_path):
     inst = small()
     path = tmp_path / "inst.json"
