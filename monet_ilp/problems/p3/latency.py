@@ -135,7 +135,7 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> Plac
     the pinned cost saves.  ``E_v`` is the earliest end of a run of ``v`` and ``R_v`` a
     run that ends then.  Columns: ``L``, ``E_v``; ``y[p,m]`` (``p`` pinned in ``m``),
     ``h[v,m]`` (a run of ``v`` on ``m``), ``a[v,m]`` (``R_v`` on ``m``), all binary;
-    ``g[v,m]``, ``k[v,m]`` (the pinned saving on ``R_v``, on some run on ``m``) and
+    ``g[v,m]``, ``q[v,m]`` (the pinned saving on ``R_v``, on some run on ``m``) and
     ``f_m`` (the largest footprint on ``m``) continuous.  Minimise ``L`` subject to the
     rows BD.B12.1-B12.9 (cited in the code).  The value is the larger of the LP's
     optimum and the MILP's dual bound by ``deadline``, rounded up.
@@ -178,13 +178,13 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> Plac
             saving = u - pinned.get(m, u)
             if saving > 0 and all((p, m) in pin for p in op.persistent_reads):
                 g = model.col(0.0, integer=False)
-                k = model.col(0.0, integer=False)
-                for j, on in ((g, a), (k, h)):  # BD.B12.3 the pinned cost needs every read pinned
+                q = model.col(0.0, integer=False)
+                for j, on in ((g, a), (q, h)):  # BD.B12.3 the pinned cost needs every read pinned
                     model.row({j: 1.0, on: -1.0}, -math.inf, 0.0)
                     for p in op.persistent_reads:
                         model.row({j: 1.0, pin[p, m]: -1.0}, -math.inf, 0.0)
                 length[g] = -float(saving)
-                busy[k] = float(saving)
+                busy[q] = float(saving)
             for j, weight in busy.items():
                 work[m][j] = work[m].get(j, 0.0) + weight
             if footprint:  # BD.B12.8 the largest footprint on m
