@@ -156,13 +156,18 @@ def test_lower_bounds_on_p1_list_the_bounds_over_every_schedule():
     assert {b["name"] for b in quick["bounds"]} == {"every_op_once", "cut"}
 
 
+def graded(inst, tmp_path, time_limit):
+    """``grade`` on the memory-aware schedule of ``inst``, saved and loaded as a user's point."""
+    path = tmp_path / "s.json"
+    save_schedule(memory_aware_schedule(inst), path)
+    report = grade(inst, load_points(path, inst), time_limit=time_limit, workers=2)
+    (row,) = report["points"]
+    return report, row
+
+
 def test_grade_gives_certified_gaps(tmp_path):
     inst = small()
-    sched = memory_aware_schedule(inst)
-    path = tmp_path / "s.json"
-    save_schedule(sched, path)
-    report = grade(inst, load_points(path, inst), time_limit=20, workers=2)
-    (row,) = report["points"]
+    _, row = graded(inst, tmp_path, 20)
     assert row["feasible"]
     assert row["latency_bound_cycles"] <= row["latency_cycles"]
     assert row["energy_bound_pj"] <= row["energy_pj"] and 0 <= row["energy_gap"] < 1
@@ -176,11 +181,7 @@ def test_grade_bounds_latency_by_the_placement_milp_too(tmp_path):
     """Grading a point on the split-pin MLP: its latency bound is at least BD.B12, and the
     source is named after the bound that gave it."""
     inst = pins_split()
-    sched = memory_aware_schedule(inst)
-    path = tmp_path / "s.json"
-    save_schedule(sched, path)
-    report = grade(inst, load_points(path, inst), time_limit=10, workers=2)
-    (row,) = report["points"]
+    report, row = graded(inst, tmp_path, 10)
     placed = placement_path_bound(p3_data(inst)).value
     assert row["feasible"] and placed <= row["latency_bound_cycles"] <= row["latency_cycles"]
     assert report["latency_bound_source"] in ("placement_path", "cpsat")
