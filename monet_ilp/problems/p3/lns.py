@@ -2,7 +2,9 @@
 
 The model of ``formulations/p3_cpsat.md`` is built once.  The incumbent is a full
 assignment of its variables: the hint's first (the given schedule, else the best
-list-scheduling baseline), then each improving step's solution.  A step (P3L.N1-N4):
+list-scheduling baseline; one CP-SAT finds on the whole model when that start lies
+outside the model's class, P3L.N0), then each improving step's solution.  A step
+(P3L.N1-N4):
 
 * fixes the *decisions* outside a neighbourhood to the incumbent's: for every op outside
   it, which of its runs exist, on which core, at the pinned cost or not, and which copy
@@ -54,6 +56,9 @@ NEIGHBOURHOODS = ("layers", "window", "tensor")
 #: Wall seconds of CP-SAT per step (P3L.N2), and the bounds of the neighbourhood's size
 #: (ops; a ``layers`` step frees whole layers up to about this many ops).
 STEP_TIME = 3.0
+#: P3L.N0: the share of the time left that CP-SAT on the whole model may take to find a
+#: solution of the model from a start outside its class (at least one step's time).
+REPAIR_SHARE = 0.25
 MIN_SIZE, MAX_SIZE = 4, 200
 
 
@@ -139,6 +144,38 @@ def solve_p3_lns(
     incumbent = dict(zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True))
     stats.update(variables=len(proto.variables), build_seconds=round(time.perf_counter() - began, 3))
 
+    def read(solver: cp_model.CpSolver) -> tuple[Schedule, int | float | None, dict[int, int]]:
+        """A step's solution: its schedule, the evaluator's objective (``None``: rejected), its values."""
+        schedule, _ = built.schedule(solver, {"backend": "lns", "model": "p3_cpsat"})
+        metrics = evaluate(instance, schedule)
+        values = {i: solver.value(built.model.get_int_var_from_proto_index(i)) for i in range(len(proto.variables))}
+        return schedule, metrics.objective_value if metrics.feasible else None, values
+
+    # P3L.N0: the incumbent is a solution of the model.  A start outside class P3.K3 (an
+    # item fetched twice into one memory, a third run) has decisions no solution has, and
+    # every step from it would be infeasible: CP-SAT on the whole model, hinted with it,
+    # finds one first, and the search goes on from that (its best is still the start).
+    current = best_value
+    for name, free in (("check", set()), ("repair", set(range(len(data.ops))))):
+        left = deadline.left()
+        if deadline.passed(margin=0.1):
+            break
+        limit = step_time if name == "check" else max(step_time, REPAIR_SHARE * (left or 4 * step_time))
+        status, solver = _step(built, incumbent, free, deadline=deadline, step_time=limit,
+                               workers=workers, seed=seed, log=log, first=name == "check")
+        stats[f"{name}_status"] = status
+        if solver is None:
+            continue
+        schedule, value, values = read(solver)
+        if value is None:
+            continue
+        incumbent, current = values, value
+        if value < best_value:
+            best_schedule, best_value = schedule, value
+        if name == "repair":
+            stats["repair_objective"] = value
+        break
+
     rng = random.Random(seed)
     done = improving = 0
     statuses: dict[str, int] = {}
@@ -152,14 +189,13 @@ def solve_p3_lns(
         statuses[status] = statuses.get(status, 0) + 1
         better = False
         if solver is not None:
-            schedule, _ = built.schedule(solver, {"backend": "lns", "model": "p3_cpsat"})
-            metrics = evaluate(instance, schedule)
-            if metrics.feasible and metrics.objective_value < best_value:
-                best_schedule, best_value, better = schedule, metrics.objective_value, True
-                incumbent = {i: solver.value(built.model.get_int_var_from_proto_index(i))
-                             for i in range(len(proto.variables))}
+            schedule, value, values = read(solver)
+            if value is not None and value < current:
+                incumbent, current, better = values, value, True
                 improving += 1
-                trajectory.append([round(time.perf_counter() - began, 3), best_value])
+                if value < best_value:
+                    best_schedule, best_value = schedule, value
+                    trajectory.append([round(time.perf_counter() - began, 3), best_value])
         if status == "OPTIMAL":
             size = min(MAX_SIZE, int(size * 1.3) + 1)
         elif not better:
@@ -217,8 +253,10 @@ def _neighbourhood(built: P3CpModel, incumbent: dict[int, int], kind: str, size:
 
 
 def _step(built: P3CpModel, incumbent: dict[int, int], free: set[int], *, deadline: Deadline,
-          step_time: float, workers: int | None, seed: int, log: bool) -> tuple[str, cp_model.CpSolver | None]:
-    """P3L.N1-N2: fix the decisions outside ``free``, hint the incumbent, solve."""
+          step_time: float, workers: int | None, seed: int, log: bool,
+          first: bool = False) -> tuple[str, cp_model.CpSolver | None]:
+    """P3L.N1-N2: fix the decisions outside ``free``, hint the incumbent, solve (``first``:
+    stop at the first solution)."""
     step = built.model.clone()
     proto = step.proto
     fixed: set[int] = set()
@@ -266,6 +304,7 @@ def _step(built: P3CpModel, incumbent: dict[int, int], free: set[int], *, deadli
     limit = deadline.solver_limit()
     solver = configured_solver(time_limit=step_time if limit is None else min(step_time, limit),
                                workers=workers or 1, seed=seed, log=log, defaults=DEFAULT_PARAMS)
+    solver.parameters.stop_after_first_solution = first
     with deadline.on_cancel(solver.stop_search):
         status = solver.solve(step)
     name = str(solver.status_name(status))

@@ -12,6 +12,8 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.decisions import Decisions, decode
+from monet_ilp.heuristics.decoder import plan_of
 from monet_ilp.make import make_instance
 from monet_ilp.problems.p3.auto import LNS_MIN_OPS
 from monet_ilp.problems.p3.bounds import combinatorial_bound
@@ -48,6 +50,23 @@ def test_a_hint_is_the_start_and_the_result_is_never_worse():
     assert verified(inst, result) is not None
     assert result.stats["hint"] == "given" and result.stats["start_objective"] == value
     assert result.objective <= value
+
+
+def test_a_start_outside_the_class_is_first_brought_into_it():
+    """P3L.N0: a start the model cannot hold (recomputations, with at most one run per op)
+    fixes decisions no solution has; CP-SAT on the whole model finds one first."""
+    inst = mlp4()
+    plan = plan_of(inst)
+    rerun = {t: "recompute" for t in plan.saved if t in plan.recomputable}
+    start = decode(inst, Decisions(rerun, {}))
+    value = evaluate(inst, start).objective_value
+    assert evaluate(inst, start).recomputations > 0
+    result = solve(inst, "lns", time_limit=30, workers=1, hint=start, steps=4, step_time=1.0, max_computes=1)
+    assert verified(inst, result) is not None
+    stats = result.stats
+    assert stats["check_status"] == "INFEASIBLE" and stats["repair_status"] in ("FEASIBLE", "OPTIMAL")
+    assert stats["improving_steps"] >= 1 and result.objective < value
+    assert evaluate(inst, result.schedule).recomputations == 0
 
 
 def test_bad_options_and_infeasible_starts():
