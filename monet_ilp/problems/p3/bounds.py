@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-import weakref
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
@@ -25,7 +24,7 @@ from monet_ilp.problems.p3.latency import (
     placement_path_bound,
     work_bound,
 )
-from monet_ilp.problems.p3.relax import energy_relaxation, instance_key
+from monet_ilp.problems.p3.relax import Recent, energy_relaxation
 
 if TYPE_CHECKING:
     from monet_ilp.problems.p3.latency import PlacementBound
@@ -151,21 +150,16 @@ def _relaxation_bounds(instance: Instance, objective: Objective, limit: float, l
 def _placement(instance: Instance, data: P3Data, limit: float) -> PlacementBound:
     """BD.B12 within ``limit`` seconds, remembered per instance (the backends of a portfolio,
     a Pareto sweep and grading share it)."""
-    key = instance_key(instance)
-    cached = _PLACED.get(key)
-    if cached is not None and cached[0]() is instance.graph and (
-            cached[1].method == "milp" or cached[1].seconds >= limit):
-        return cached[1]
+    cached = _PLACED.get(instance)
+    if cached is not None and (cached.method == "milp" or cached.seconds >= limit):
+        return cached
     placed = placement_path_bound(data, Deadline(limit))
-    if len(_PLACED) >= _PLACED_SIZE:
-        _PLACED.pop(next(iter(_PLACED)))
-    _PLACED[key] = (weakref.ref(instance.graph), placed)
+    _PLACED.put(instance, placed)
     return placed
 
 
-#: Recent BD.B12 results by instance (it reads neither the objective nor a runtime limit).
-_PLACED: dict[tuple[object, ...], tuple[weakref.ref[object], PlacementBound]] = {}
-_PLACED_SIZE = 8
+#: BD.B12's recent results, by instance.
+_PLACED: Recent[PlacementBound] = Recent()
 
 
 def _pinning_knapsack(data: P3Data) -> int:

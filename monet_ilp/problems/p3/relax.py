@@ -28,6 +28,7 @@ import math
 import time
 import weakref
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.engines.highs import run_highs
@@ -38,7 +39,9 @@ from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p3.data import P3Data, p3_data
 from monet_ilp.problems.p3.latency import latency_floor
 
-__all__ = ["MAX_PAIRS", "EnergyRelaxation", "energy_relaxation", "instance_key", "relaxation_decisions"]
+__all__ = ["MAX_PAIRS", "EnergyRelaxation", "Recent", "energy_relaxation", "instance_key", "relaxation_decisions"]
+
+_R = TypeVar("_R")
 
 #: At most this many (item, pivot) pairs (the ``κ`` columns per SRAM) are modelled; above
 #: it the pivots that see the most bytes in flight are kept (any set of pivots gives a
@@ -106,32 +109,41 @@ def energy_relaxation(
         Every schedule the evaluator accepts uses at least ``value`` picojoules, under any
         runtime limit.
     """
-    key = (*instance_key(instance), integer)
-    cached = _CACHE.get(key)
-    if (
-        cached is not None
-        and cached[0]() is instance.graph
-        and (
-            cached[1].method in ("milp", "lp" if not integer else "milp")
-            or (time_limit is not None and cached[1].seconds >= time_limit)
-        )
+    cached = _RECENT.get(instance, integer)
+    if cached is not None and (
+        cached.method in ("milp", "lp" if not integer else "milp")
+        or (time_limit is not None and cached.seconds >= time_limit)
     ):
-        return cached[1]
+        return cached
     result = _solve(instance, time_limit, integer)[0]
-    _remember(instance, integer, result)
+    _RECENT.put(instance, result, integer)
     return result
 
 
-def _remember(instance: Instance, integer: bool, result: EnergyRelaxation) -> None:
-    if len(_CACHE) >= _CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    _CACHE[(*instance_key(instance), integer)] = (weakref.ref(instance.graph), result)
+class Recent(Generic[_R]):
+    """The last few results of a bound over every schedule, by :func:`instance_key` (and
+    whatever else the result depends on); an entry holds while its instance's graph lives.
+
+    The bounds read neither the objective nor a runtime limit, so the instances of a
+    portfolio, a Pareto sweep or a grading run share one entry.
+    """
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._entries: dict[tuple[object, ...], tuple[weakref.ref[object], _R]] = {}
+
+    def get(self, instance: Instance, *extra: object) -> _R | None:
+        found = self._entries.get((*instance_key(instance), *extra))
+        return found[1] if found is not None and found[0]() is instance.graph else None
+
+    def put(self, instance: Instance, result: _R, *extra: object) -> None:
+        if len(self._entries) >= self.size:
+            self._entries.pop(next(iter(self._entries)))  # the oldest
+        self._entries[(*instance_key(instance), *extra)] = (weakref.ref(instance.graph), result)
 
 
-#: Recent results by instance (the relaxation ignores the objective and runtime limit, so
-#: the instances of a Pareto sweep or of grading share one).
-_CACHE: dict[tuple[object, ...], tuple[weakref.ref[object], EnergyRelaxation]] = {}
-_CACHE_SIZE = 8
+#: BD.E's recent results (by instance, and LP or MILP).
+_RECENT: Recent[EnergyRelaxation] = Recent()
 
 
 def instance_key(instance: Instance) -> tuple[object, ...]:
@@ -173,7 +185,7 @@ def relaxation_decisions(
     evaluator checks as any other.  ``None`` when the MILP found no solution in time.
     """
     result, data, model, values = _solve(instance, time_limit, True)
-    _remember(instance, True, result)  # the bound of this solve serves energy_relaxation too
+    _RECENT.put(instance, result, True)  # the bound of this solve serves energy_relaxation too
     if values is None:
         return None
     plan = plan_of(instance)
