@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from monet_ilp.analysis.bounds import EVERY_P1_SCHEDULE, combinatorial_bounds, lower_bounds
 from monet_ilp.analysis.grade import grade, load_points
@@ -72,10 +73,10 @@ def test_the_pinned_path_lp_holds_for_random_decoded_schedules():
     assert checked >= 10
 
 
-def pins_split(kib=512):
+def pins_split(kib=512, objective="latency"):
     """mlp depth 2 on two Edge-TPU cores with ``kib`` KiB each: the weights fit in neither SRAM alone."""
     graph = zoo.mlp(depth=2, width=256, batch=8, in_features=256)
-    return make_instance(graph, preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3", objective="latency",
+    return make_instance(graph, preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3", objective=objective,
                          sram_budget=kib * 1024)
 
 
@@ -122,6 +123,26 @@ def test_a_latency_backend_reports_the_placement_milp_as_its_floor():
     result = solve(inst, "lns", time_limit=8, workers=1)
     assert result.bound == placed
     assert result.objective >= placed
+
+
+def test_the_weighted_bound_takes_its_latency_term_from_the_placement_milp():
+    """BD.B3w: each term of the weighted sum bounded on its own, the latency by BD.B12
+    where it is above the closed forms, the energy by BD.E."""
+    inst = pins_split(objective="weighted")
+    data = p3_data(pins_split())
+    placed = placement_path_bound(data).value
+    assert placed > pinned_path_bound(data)
+    bounds = {b.name: b for b in combinatorial_bounds(inst, relaxation_limit=20)}
+    relaxed = bounds["latency_and_energy_relaxation"]
+    energy = {b.name: b.value for b in combinatorial_bounds(inst, Objective.ENERGY, relaxation_limit=20)}
+    meta, alpha = inst.meta, inst.alpha
+    expected = (alpha * placed / meta["latency_ref_cycles"]
+                + (1 - alpha) * energy["energy_relaxation"] / meta["energy_ref_pj"])
+    assert relaxed.value == pytest.approx(expected, rel=1e-12)
+    assert f"latency >= {placed} cycles" in relaxed.detail
+    # Below the weighted value of every schedule: CP-SAT's proven optimum for its class.
+    result = solve(inst, "cpsat", time_limit=60, workers=1)
+    assert result.status is Status.OPTIMAL and relaxed.value <= result.objective
 
 
 def test_bounds_hold_for_heuristic_schedules_too():

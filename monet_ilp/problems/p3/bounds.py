@@ -29,7 +29,7 @@ from monet_ilp.problems.p3.relax import Recent, energy_relaxation
 if TYPE_CHECKING:
     from monet_ilp.problems.p3.latency import PlacementBound
 
-__all__ = ["RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "combinatorial_bound",
+__all__ = ["PLACEMENT_SHARE", "RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "combinatorial_bound",
            "combinatorial_bounds"]
 
 #: Share of a backend's time (and at most this many seconds) for the pivot relaxation
@@ -37,6 +37,9 @@ __all__ = ["RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "
 #: latency, before its own model runs.
 RELAXATION_SHARE = 0.1
 RELAXATION_AT_MOST = 20.0
+#: On the weighted objective, BD.B12 (its latency term) gets the time the relaxation BD.E
+#: (its energy term) left of the limit, and at least this share of it.
+PLACEMENT_SHARE = 0.25
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,8 +115,16 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
             value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * energy / meta["energy_ref_pj"]
             out.append(Bound("latency_and_energy", "combinatorial", value, every,
                              detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
-    if relaxation_limit is not None and objective in (Objective.ENERGY, Objective.WEIGHTED):
+    if relaxation_limit is not None and objective is Objective.ENERGY:
         out += _relaxation_bounds(instance, objective, relaxation_limit, latency, every)
+    if relaxation_limit is not None and objective is Objective.WEIGHTED:
+        # The energy term from BD.E (the whole limit), the latency term from BD.B12 in the
+        # time BD.E left, and at least PLACEMENT_SHARE of the limit.
+        relaxed = energy_relaxation(instance, time_limit=relaxation_limit)
+        left = max(relaxation_limit - relaxed.seconds, PLACEMENT_SHARE * relaxation_limit)
+        placed = _placement(p3, data, left)
+        latency = max(latency, placed.value or 0)
+        out += _relaxation_bounds(instance, objective, relaxation_limit, latency, every, placed)
     if relaxation_limit is not None and objective is Objective.LATENCY:
         placed = _placement(p3, data, relaxation_limit)
         if placed.value is not None:
@@ -133,8 +144,9 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
 
 
 def _relaxation_bounds(instance: Instance, objective: Objective, limit: float, latency: int,
-                       every: str) -> list[Bound]:
-    """BD.E: the pivot relaxation's energy bound, and the weighted bound built on it."""
+                       every: str, placed: PlacementBound | None = None) -> list[Bound]:
+    """BD.E: the pivot relaxation's energy bound, and the weighted bound built on it (its
+    latency term ``latency``, BD.B12's ``placed`` among what gave it)."""
     relaxed = energy_relaxation(instance, time_limit=limit)
     if relaxed.value is None:
         return []
@@ -143,7 +155,10 @@ def _relaxation_bounds(instance: Instance, objective: Objective, limit: float, l
         return [Bound("energy_relaxation", "relaxation", relaxed.value, every, relaxed.seconds, detail)]
     meta, alpha = instance.meta, instance.alpha
     value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * relaxed.value / meta["energy_ref_pj"]
-    return [Bound("latency_and_energy_relaxation", "relaxation", value, every, relaxed.seconds,
+    seconds = relaxed.seconds + (placed.seconds if placed is not None else 0.0)
+    if placed is not None and placed.value is not None:
+        detail += f"; latency from BD.B12 ({placed.method}) when higher than the closed forms: {placed.value}"
+    return [Bound("latency_and_energy_relaxation", "relaxation", value, every, seconds,
                   f"latency >= {latency} cycles, energy >= {relaxed.value} pJ ({detail})")]
 
 
