@@ -22,7 +22,7 @@ from setuptools import setup
 
 HERE = Path(__file__).parent
 # The same list as monet_ilp._native.COMPILED (the package cannot be imported here).
-COMPILED = ["monet_ilp/heuristics/decoder.py", "monet_ilp/ga/fast.py"]
+COMPILED = ["monet_ilp/heuristics/decoder.py", "monet_ilp/heuristics/fast.py"]
 RECORD = HERE / "monet_ilp" / "_compiled_from.json"
 
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 __all__ = ["COMPILED", "prefer_fresh", "status"]
 
 #: The modules ``setup.py`` compiles (the GA's decoder and fast scoring path).
-COMPILED = ("monet_ilp.heuristics.decoder", "monet_ilp.ga.fast")
+COMPILED = ("monet_ilp.heuristics.decoder", "monet_ilp.heuristics.fast")
 
 _ROOT = Path(__file__).parent
 _RECORD = _ROOT / "_compiled_from.json"

@@ -6,7 +6,7 @@ system allows it):
 * ``reference``: decode a random gene vector into a schedule and run the reference
   evaluator on it (what the GA did before the fast path);
 * ``fast``: decode into field tuples and compute the metrics on the fast path
-  (``monet_ilp.ga.fast``), after checking on the same vectors that both give the same
+  (``monet_ilp.heuristics.fast``), after checking on the same vectors that both give the same
   metrics; both timings decode each vector as a GA's new individual (the decoder's
   cache of per-core-map tables emptied first);
 * both with the GA's pin genes and without them (``--genes``): pinned weights fill the
@@ -40,12 +40,12 @@ from rich.table import Table
 
 from monet_ilp import _native
 from monet_ilp.evaluate import evaluate
-from monet_ilp.ga.fast import fast_metrics
 from monet_ilp.ga.genome import Genome
 from monet_ilp.ga.nsga2 import run_ga
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.decisions import plan_of
+from monet_ilp.heuristics.fast import fast_metrics
 from monet_ilp.make import make_instance
 
 INSTANCES = {

@@ -2,7 +2,7 @@
 never lets a compiled module older than its source run.
 
 When the package was installed with compilation, ``monet_ilp.heuristics.decoder`` and
-``monet_ilp.ga.fast`` are C extensions; these tests load the ``.py`` sources beside them
+``monet_ilp.heuristics.fast`` are C extensions; these tests load the ``.py`` sources beside them
 as separate modules and require the same decodings and the same metrics on random
 decisions.  The guard is checked in fresh interpreters on a copy of the package: an edited
 source, and ``MONET_ILP_PURE_PYTHON``, both mean the source is imported.
@@ -23,11 +23,11 @@ import pytest
 
 import monet_ilp
 from monet_ilp import _native
-from monet_ilp.ga import fast as ga_fast
 from monet_ilp.ga.genome import Genome
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics import decoder as heuristics_decoder
+from monet_ilp.heuristics import fast as heuristics_fast
 from monet_ilp.make import make_instance
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def _source_twin(module: ModuleType, alias: str) -> ModuleType:
 def test_status_says_what_was_imported():
     status = _native.status()
     assert set(status) == set(_native.COMPILED)
-    for name, module in (("monet_ilp.heuristics.decoder", heuristics_decoder), ("monet_ilp.ga.fast", ga_fast)):
+    for name, module in (("monet_ilp.heuristics.decoder", heuristics_decoder), ("monet_ilp.heuristics.fast", heuristics_fast)):
         compiled = not (module.__file__ or "").endswith(".py")
         assert status[name].startswith("compiled" if compiled else "source: "), status[name]
 
@@ -72,7 +72,7 @@ def test_compiled_decoder_and_fast_path_equal_their_sources(case):
                                                   objective="energy"),
     }[case]()
     source_decoder = _source_twin(heuristics_decoder, "monet_ilp_source_decoder")
-    source_fast = _source_twin(ga_fast, "monet_ilp_source_fast")
+    source_fast = _source_twin(heuristics_fast, "monet_ilp_source_fast")
     genome = Genome(instance)
     rng = np.random.default_rng(7)
     for _ in range(150):
@@ -80,7 +80,7 @@ def test_compiled_decoder_and_fast_path_equal_their_sources(case):
         compiled = heuristics_decoder.decode_raw(instance, policy, cores, pins)
         source = source_decoder.decode_raw(instance, policy, cores, pins)
         assert tuple(compiled) == tuple(source)
-        a, b = ga_fast.fast_metrics(instance, compiled), source_fast.fast_metrics(instance, source)
+        a, b = heuristics_fast.fast_metrics(instance, compiled), source_fast.fast_metrics(instance, source)
         assert (a.latency_cycles, a.energy, dict(a.peak_bytes), dict(a.violation_counts), a.objective_value) == (
             b.latency_cycles, b.energy, dict(b.peak_bytes), dict(b.violation_counts), b.objective_value)
 

@@ -46,7 +46,6 @@ import numpy as np
 import numpy.typing as npt
 
 from monet_ilp.evaluate import Metrics, evaluate
-from monet_ilp.ga.fast import FastMetrics, fast_metrics
 from monet_ilp.heuristics.decisions import (
     POLICIES,
     Decisions,
@@ -56,6 +55,7 @@ from monet_ilp.heuristics.decisions import (
     decode_sequence,
     plan_of,
 )
+from monet_ilp.heuristics.fast import FastMetrics, fast_metrics
 from monet_ilp.instance import Instance
 
 if TYPE_CHECKING:

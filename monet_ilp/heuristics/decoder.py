@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 _T = TypeVar("_T")
 
 __all__ = ["READS_CACHE", "DecoderPlan", "RawSchedule", "ReadsByCore", "decode_genes", "decode_placed",
-           "decode_raw", "list_schedule", "plan_of"]
+           "decode_placed_raw", "decode_raw", "list_schedule", "plan_of"]
 
 
 # ================================================================= per instance
@@ -345,7 +345,7 @@ def plan_of(instance: Instance) -> DecoderPlan:
 def decode_raw(instance: Instance, policy: list[int], layer_core: list[str],
                pins: Iterable[str] = ()) -> RawSchedule:
     """:func:`decode_genes` without building the schedule's objects (the GA's fast path,
-    :mod:`monet_ilp.ga.fast`)."""
+    :mod:`monet_ilp.heuristics.fast`)."""
     return _placed_genes(instance, policy, layer_core, pins)[1]
 
 
@@ -362,6 +362,12 @@ def decode_placed(instance: Instance, core_of: list[str], policy: list[int], pin
     """The timed schedule of ``policy`` (a policy index per saved tensor) with the ops on
     ``core_of`` (by position) and ``pins``, less the pins a recomputation contradicts."""
     return _placed(instance, plan_of(instance), core_of, policy, pins)[0].run()
+
+
+def decode_placed_raw(instance: Instance, core_of: list[str], policy: list[int], pins: Iterable[str]) -> RawSchedule:
+    """:func:`decode_placed` without building the schedule's objects (a search's fast path,
+    :mod:`monet_ilp.heuristics.fast`)."""
+    return _placed(instance, plan_of(instance), core_of, policy, pins)[1]
 
 
 def _placed_genes(instance: Instance, policy: list[int], layer_core: list[str],

@@ -153,16 +153,18 @@ def solve_p3_lns(
 
     # P3L.N0: the incumbent is a solution of the model.  A start outside class P3.K3 (an
     # item fetched twice into one memory, a third run) has decisions no solution has, and
-    # every step from it would be infeasible: CP-SAT on the whole model, hinted with it,
-    # finds one first, and the search goes on from that (its best is still the start).
+    # every step from it would be infeasible: CP-SAT first finds a solution with its runs
+    # and pins (its data moves free), else one on the whole model, hinted with it; the
+    # search goes on from that (its best is still the start).
     current = best_value
-    for name, free in (("check", set()), ("repair", set(range(len(data.ops))))):
+    whole = set(range(len(data.ops)))
+    for name, free, moves in (("check", set(), True), ("moves", set(), False), ("repair", whole, True)):
         left = deadline.left()
         if deadline.passed(margin=0.1):
             break
-        limit = step_time if name == "check" else max(step_time, REPAIR_SHARE * (left or 4 * step_time))
-        status, solver = _step(built, incumbent, free, deadline=deadline, step_time=limit,
-                               workers=workers, seed=seed, log=log, first=name == "check")
+        limit = step_time if name != "repair" else max(step_time, REPAIR_SHARE * (left or 4 * step_time))
+        status, solver = _step(built, incumbent, free, deadline=deadline, step_time=limit, workers=workers,
+                               seed=seed, log=log, first=name == "check", moves=moves)
         stats[f"{name}_status"] = status
         if solver is None:
             continue
@@ -172,8 +174,8 @@ def solve_p3_lns(
         incumbent, current = values, value
         if value < best_value:
             best_schedule, best_value = schedule, value
-        if name == "repair":
-            stats["repair_objective"] = value
+        if name != "check":
+            stats[f"{name}_objective"] = value
         break
 
     rng = random.Random(seed)
@@ -254,9 +256,9 @@ def _neighbourhood(built: P3CpModel, incumbent: dict[int, int], kind: str, size:
 
 def _step(built: P3CpModel, incumbent: dict[int, int], free: set[int], *, deadline: Deadline,
           step_time: float, workers: int | None, seed: int, log: bool,
-          first: bool = False) -> tuple[str, cp_model.CpSolver | None]:
+          first: bool = False, moves: bool = True) -> tuple[str, cp_model.CpSolver | None]:
     """P3L.N1-N2: fix the decisions outside ``free``, hint the incumbent, solve (``first``:
-    stop at the first solution)."""
+    stop at the first solution; ``moves=False``: leave every transfer and read choice free)."""
     step = built.model.clone()
     proto = step.proto
     fixed: set[int] = set()
@@ -282,6 +284,8 @@ def _step(built: P3CpModel, incumbent: dict[int, int], free: set[int], *, deadli
     # The items a freed op reads or writes keep every choice open; the others keep their
     # transfers (presence, route, source) and the copies their reads use.
     items = {i for v in free for i in (*data.ops[v].reads, *data.ops[v].writes)}
+    if not moves:
+        items = {x.item for x in built.transfers} | {i for (_, _, _, i) in built.reads}
     for x in built.transfers:
         if x.item in items:
             continue

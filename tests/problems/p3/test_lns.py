@@ -54,7 +54,8 @@ def test_a_hint_is_the_start_and_the_result_is_never_worse():
 
 def test_a_start_outside_the_class_is_first_brought_into_it():
     """P3L.N0: a start the model cannot hold (recomputations, with at most one run per op)
-    fixes decisions no solution has; CP-SAT on the whole model finds one first."""
+    fixes decisions no solution has; CP-SAT finds one first (its runs and pins kept, or
+    on the whole model)."""
     inst = mlp4()
     plan = plan_of(inst)
     rerun = {t: "recompute" for t in plan.saved if t in plan.recomputable}
@@ -64,7 +65,8 @@ def test_a_start_outside_the_class_is_first_brought_into_it():
     result = solve(inst, "lns", time_limit=30, workers=1, hint=start, steps=4, step_time=1.0, max_computes=1)
     assert verified(inst, result) is not None
     stats = result.stats
-    assert stats["check_status"] == "INFEASIBLE" and stats["repair_status"] in ("FEASIBLE", "OPTIMAL")
+    assert stats["check_status"] == "INFEASIBLE"
+    assert stats.get("moves_status") in ("FEASIBLE", "OPTIMAL") or stats["repair_status"] in ("FEASIBLE", "OPTIMAL")
     assert stats["improving_steps"] >= 1 and result.objective < value
     assert evaluate(inst, result.schedule).recomputations == 0
 
@@ -85,8 +87,8 @@ def test_bad_options_and_infeasible_starts():
 
 def test_auto_on_a_larger_graph_runs_cpsat_then_the_lns_from_its_schedule():
     """P3A.2-A3 (p3_cpsat.md): above LNS_MIN_OPS ops CP-SAT gets half the time, then the
-    LNS starts from its schedule; the result is verified, never worse than CP-SAT's, and
-    keeps CP-SAT's bound over the class (the LNS searches the same model)."""
+    descent and the LNS start from its schedule; the result is verified, never worse than
+    CP-SAT's, and keeps CP-SAT's bound over the class (both search within it)."""
     inst = make_instance(zoo.mlp(depth=8), preset("hetero_quad"), problem="P3", objective="energy")
     assert len(inst.graph.ops) > LNS_MIN_OPS
     result = solve(inst, "auto", time_limit=8, workers=2)
@@ -95,10 +97,14 @@ def test_auto_on_a_larger_graph_runs_cpsat_then_the_lns_from_its_schedule():
     if result.status is Status.OPTIMAL and "lns" not in members:
         return  # CP-SAT proved it in its half: nothing for the LNS to do
     cpsat = members["cpsat"]
-    assert set(members) == {"cpsat", "lns"} and cpsat["seconds"] < 6
+    assert set(members) == {"cpsat", "descent", "lns"} and cpsat["seconds"] < 6
+    assert members["descent"]["seconds"] - cpsat["seconds"] <= 0.1 * 8 + 0.5
     assert result.objective <= cpsat["objective"]
-    assert cpsat["bound"] <= result.bound <= result.objective
-    assert result.source == ("lns" if result.objective < cpsat["objective"] else cpsat["source"])
+    assert result.bound <= result.objective
+    if result.stats.get("bound_class") is None:
+        assert cpsat["bound"] <= result.bound
+    better = result.objective < cpsat["objective"]
+    assert result.source in (("lns", "descent") if better else (cpsat["source"],))
 
 
 def test_auto_on_a_small_graph_or_a_narrowed_class_is_cpsat_alone():

@@ -1,6 +1,6 @@
 """The GA's fast scoring path against the reference evaluator: identical metrics.
 
-The fast path (:mod:`monet_ilp.ga.fast`) trusts the decoder's construction and computes
+The fast path (:mod:`monet_ilp.heuristics.fast`) trusts the decoder's construction and computes
 only what the search reads; the reference evaluator checks everything.  On thousands of
 random decisions, over instances that fit, that break their SRAM, that recompute,
 offload and cross cores, both must give the same latency, compute cycles, energy (part
@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monet_ilp.evaluate import evaluate
-from monet_ilp.ga.fast import fast_metrics
 from monet_ilp.ga.genome import Genome, score_genes
 from monet_ilp.ga.nsga2 import run_ga
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.fast import fast_metrics
 from monet_ilp.make import make_instance
 
 CASES = {

@@ -1,7 +1,10 @@
-"""The GA's fast scoring path: metrics of a decoded schedule without building it.
+"""The decoder's fast scoring path: metrics of a decoded schedule without building it.
+
+The GA scores its individuals on it, and the P3 descent (``monet_ilp.problems.p3.descent``)
+its moves.
 
 The reference evaluator (:func:`monet_ilp.evaluate.evaluate`) checks everything a
-schedule from anywhere could get wrong, on schedule objects.  A decoded GA individual
+schedule from anywhere could get wrong, on schedule objects.  A decoded schedule
 can only get one thing wrong: an op that does not fit next to what its SRAM must hold
 (the decoder's repair keeps every other rule by construction).  :func:`fast_metrics`
 therefore takes the decoder's raw field tuples
@@ -19,7 +22,7 @@ evaluator's rules (``formulations/evaluator.md``), only what the search reads:
   allocation and free time, ``RawSchedule.freed`` and ``held``), and ``runtime_limit``.
 
 It does not check residency, durations, links, overlaps, frees or hazards: the
-decoder's construction guarantees them, and ``tests/ga/test_fast.py`` runs both paths on
+decoder's construction guarantees them, and ``tests/heuristics/test_fast.py`` runs both paths on
 thousands of random decisions and requires identical metrics.  The reference stays the
 witness: every point the GA returns is decoded again into a schedule and evaluated by
 it, and a difference from the fast score is reported as a bug

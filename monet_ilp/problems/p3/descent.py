@@ -1,0 +1,225 @@
+"""``descend``: a descent over the ops' cores, the pins and the activation policies (P3D).
+
+``formulations/p3_cpsat.md`` §"descent" (P3D.1-P3D.4).  The LNS re-solves a dozen ops
+at a time with CP-SAT; what it changes slowly is the placement of the pins, because a
+pin moves with every op that reads it.  This descent searches exactly that, on the
+decoder (:func:`~monet_ilp.heuristics.decoder.decode_placed_raw`: ops in the
+instance's order, each on its core, Belady eviction to DRAM) scored by the decoder's
+fast path (:func:`~monet_ilp.heuristics.fast.fast_metrics`), thousands of moves a
+second:
+
+* P3D.1 the starts: from each given schedule, each op on the core of its first run,
+  its pins, and its activations' policies as
+  :func:`~monet_ilp.heuristics.decisions.decisions_from_schedule` reads them;
+* P3D.2 the moves: one op to another core; one pin added or dropped; one persistent
+  tensor pinned with every op that reads it moved to one core; one saved activation's
+  policy (keep, offload, recompute) changed;
+* P3D.3 a move is taken when it lowers the pair (capacity violations plus the runs
+  and transfers beyond class P3.K3: at most ``max_computes`` runs of an op,
+  ``max_transfers`` transfers of a tensor into a memory; then the objective), so a start
+  that does not fit is first brought to fit; the moves are tried in a seeded random
+  order, in passes, until a pass takes none;
+* P3D.4 one descent from each start in turn, then, until the deadline, from the best so
+  far and from each start in turn, kicked by :data:`KICK` random moves.
+
+The best is decoded again, and the reference evaluator gives its value.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from monet_ilp.errors import MonetError
+from monet_ilp.evaluate import evaluate
+from monet_ilp.heuristics.decisions import POLICIES, decisions_from_schedule
+from monet_ilp.heuristics.decoder import decode_placed, decode_placed_raw, plan_of
+from monet_ilp.heuristics.fast import fast_metrics
+from monet_ilp.problems.p3.data import DEFAULT_MAX_COMPUTES, DEFAULT_MAX_TRANSFERS
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence as Seq
+
+    from monet_ilp.engines.deadline import Deadline
+    from monet_ilp.heuristics.decoder import RawSchedule
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import Schedule
+
+__all__ = ["Descent", "descend"]
+
+#: The recompute policy's index in :data:`~monet_ilp.heuristics.decisions.POLICIES`.
+_RECOMPUTE = POLICIES.index("recompute")
+#: The score of a decoding that fails outright (P3D.3).
+_NOWHERE = (1 << 30, float("inf"))
+#: P3D.4: the random moves that start each descent after the first round.
+KICK = 4
+#: The ops' cores (by position), the policy of each saved activation, the pins.
+_State = tuple[list[str], list[int], list[str]]
+
+
+@dataclass(frozen=True)
+class Descent:
+    """What :func:`descend` found: the schedule (checked by the evaluator) and its value,
+    the value of each start's decisions decoded (``None``: it does not fit, or leaves the
+    class), the moves tried and taken, and the descents run."""
+
+    schedule: Schedule
+    value: int | float
+    decoded: tuple[int | float | None, ...]
+    tried: int
+    taken: int
+    rounds: int
+    seconds: float
+
+
+def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, seed: int = 0,
+            rounds: int | None = None, max_computes: int | None = None,
+            max_transfers: int | None = None) -> Descent | None:
+    """Descend from each of ``starts`` (module docstring); ``None`` when no decoding reached fits.
+
+    Parameters
+    ----------
+    instance
+        A P3 instance (its graph inputs in a shared memory).
+    starts
+        Timed schedules whose ops' cores, pins and activation policies start the descents
+        (a solver's schedule, the list-scheduling baselines).
+    deadline
+        When to stop: until then, each descent after the first starts from the best so
+        far, kicked (P3D.4).
+    seed
+        Seeds the order of the moves.
+    rounds
+        Stop after this many descents (``None``: at the deadline); with it, the result
+        depends only on the seed when the deadline does not come first.
+    max_computes, max_transfers
+        The class P3.K3 the moves stay in (the LNS's).
+    """
+    began = time.perf_counter()
+    computes = DEFAULT_MAX_COMPUTES if max_computes is None else max_computes
+    transfers = DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers
+    plan = plan_of(instance)
+    graph = instance.graph
+
+    def decisions_of(start: Schedule) -> _State:
+        """P3D.1: a start's ops' cores, its activations' policies, its pins."""
+        first: dict[str, str] = {}
+        for run in sorted(start.ops, key=lambda r: (r.start, r.end)):
+            first.setdefault(run.op, run.core)
+        decisions = decisions_from_schedule(instance, start)
+        return ([first[op] for op in plan.order],
+                [POLICIES.index(decisions.tensors.get(t, "keep")) for t in plan.saved],
+                [p for p, _ in start.pinned])
+
+    initial = [decisions_of(start) for start in starts]
+    if not initial:
+        return None
+
+    def score(cores: list[str], policies: list[int], pinned: list[str]) -> tuple[int, float]:
+        """P3D.3: (how far the decoding is from fitting and from the class, its objective)."""
+        try:
+            raw = decode_placed_raw(instance, cores, policies, pinned)
+        except MonetError:  # a recomputation the decoder cannot make (after an update)
+            return _NOWHERE
+        metrics = fast_metrics(instance, raw)
+        return sum(metrics.violation_counts.values()) + _outside(raw, computes, transfers), metrics.objective_value
+
+    candidates = [[c for c in instance.costs[op] if instance.has_core(c)] for op in plan.order]
+    position = {op: k for k, op in enumerate(plan.order)}
+    persistent = [t.id for t in graph.tensors if t.persistent]
+    readers: dict[str, list[int]] = {}
+    for op in graph.ops:
+        for t in op.inputs:
+            if graph.tensor(t).persistent:
+                readers.setdefault(t, []).append(position[op.id])
+    core_ids = [c.id for c in instance.cores]
+    moves: list[tuple[str, object, object]] = [
+        ("core", k, c) for k in range(len(plan.order)) if len(candidates[k]) > 1 for c in candidates[k]]
+    moves += [("pin", p, None) for p in persistent]
+    moves += [("gather", p, c) for p in persistent if p in readers for c in core_ids]
+    moves += [("policy", i, q) for i, t in enumerate(plan.saved) for q in range(len(POLICIES))
+              if q != _RECOMPUTE or t in plan.recomputable]
+
+    def moved(state: _State, move: tuple[str, object, object]) -> _State | None:
+        """``state`` after ``move``, or ``None`` where the move changes nothing."""
+        kind, what, where = move
+        cores, policies, pinned = state
+        if kind == "core":
+            assert isinstance(what, int) and isinstance(where, str)
+            if cores[what] == where or where not in candidates[what]:
+                return None
+            return [*cores[:what], where, *cores[what + 1:]], policies, pinned
+        if kind == "pin":
+            return cores, policies, [p for p in pinned if p != what] if what in pinned else [*pinned, str(what)]
+        if kind == "gather":
+            assert isinstance(what, str) and isinstance(where, str)
+            gathered = list(cores)
+            for k in readers[what]:
+                if where in candidates[k]:
+                    gathered[k] = where
+            return gathered, policies, pinned if what in pinned else [*pinned, what]
+        assert isinstance(what, int) and isinstance(where, int)
+        if policies[what] == where:
+            return None
+        return cores, [*policies[:what], where, *policies[what + 1:]], pinned
+
+    scores = [score(*state) for state in initial]
+    decoded = [value[1] if value[0] == 0 else None for value in scores]
+    best = min(scores)
+    best_state = initial[scores.index(best)]
+    tried = taken = done = 0
+    rng = random.Random(seed)
+    while not deadline.passed() and (rounds is None or done < rounds):
+        # P3D.4 the start of this descent: each start in turn first, then the best so far
+        # and the starts in turn, each kicked by KICK random moves.
+        if done < len(initial):
+            state = initial[done]
+        else:
+            turn = (done - len(initial)) % (len(initial) + 1)
+            state = best_state if turn == 0 else initial[turn - 1]
+            for move in rng.sample(moves, min(KICK, len(moves))):
+                after = moved(state, move)
+                if after is not None and score(*after)[0] == 0:
+                    state = after
+        # P3D.3 one descent: first improvement, passes in a random order until none improves.
+        value = score(*state)
+        improved = True
+        while improved and not deadline.passed():
+            improved = False
+            rng.shuffle(moves)
+            for move in moves:
+                if deadline.passed():
+                    break
+                after = moved(state, move)
+                if after is None:
+                    continue
+                tried += 1
+                v = score(*after)
+                if v < value:
+                    value, state, improved = v, after, True
+                    taken += 1
+        done += 1
+        if value < best:
+            best, best_state = value, state
+    core_of, policy, pins = best_state
+    if best[0]:
+        return None
+    schedule = decode_placed(instance, core_of, policy, pins)
+    metrics = evaluate(instance, schedule)
+    if not metrics.feasible:
+        return None
+    return Descent(metrics.schedule, metrics.objective_value, tuple(decoded), tried, taken, done,
+                   round(time.perf_counter() - began, 3))
+
+
+def _outside(raw: RawSchedule, computes: int, transfers: int) -> int:
+    """P3D.3: the runs beyond ``computes`` of an op and the transfers beyond ``transfers``
+    of a tensor into one memory (P3.K1, P3.L1; the decoder keeps the other rules of
+    P3.K3)."""
+    runs = Counter(r[2] for r in raw.runs)
+    moved = Counter((x[2], x[4]) for x in raw.transfers)
+    return (sum(max(0, n - computes) for n in runs.values())
+            + sum(max(0, n - transfers) for n in moved.values()))

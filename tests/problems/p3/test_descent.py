@@ -1,0 +1,55 @@
+"""The descent over the ops' cores, the pins and the activation policies
+(``formulations/p3_cpsat.md`` P3D.1-P3D.4)."""
+
+from __future__ import annotations
+
+from monet_ilp.engines.deadline import Deadline
+from monet_ilp.evaluate import evaluate
+from monet_ilp.graph import zoo
+from monet_ilp.hardware.presets import preset
+from monet_ilp.make import make_instance
+from monet_ilp.problems.p3.data import baseline_schedules
+from monet_ilp.problems.p3.descent import descend
+from monet_ilp.solve import solve
+
+
+def mlp4(objective):
+    return make_instance(zoo.mlp(depth=4), preset("hetero_quad"), problem="P3", objective=objective)
+
+
+def test_the_descent_lowers_its_start_within_the_class_and_the_evaluator_agrees():
+    """P3D.3: every move taken lowers the objective and stays in class P3.K3 (the LNS's
+    check, all decisions fixed to the descent's, finds a solution of the model)."""
+    for objective in ("latency", "energy"):
+        inst = mlp4(objective)
+        start = baseline_schedules(inst)[0][2]
+        found = descend(inst, [start], deadline=Deadline(60), rounds=3, seed=1)
+        assert found is not None and found.rounds == 3
+        metrics = evaluate(inst, found.schedule)
+        assert metrics.feasible and metrics.objective_value == found.value
+        assert found.taken >= 1 and found.decoded[0] is not None and found.value < found.decoded[0]
+        assert found.value <= evaluate(inst, start).objective_value
+        result = solve(inst, "lns", time_limit=30, workers=1, hint=found.schedule, steps=1, step_time=1.0)
+        assert result.stats["check_status"] in ("OPTIMAL", "FEASIBLE")
+        assert result.objective <= found.value
+
+
+def test_on_energy_the_descent_pins_what_the_baseline_leaves_in_dram():
+    """P3D.2: the list-scheduling baseline pins nothing; pins (with their readers gathered)
+    are what lowers its energy."""
+    inst = mlp4("energy")
+    start = baseline_schedules(inst)[0][2]
+    assert not start.pinned
+    found = descend(inst, [start], deadline=Deadline(60), rounds=2, seed=0)
+    assert found is not None and found.schedule.pinned
+    assert found.value < 0.8 * evaluate(inst, start).objective_value
+
+
+def test_the_descent_runs_from_each_start_and_depends_on_its_seed_alone():
+    inst = mlp4("latency")
+    starts = [schedule for _, _, schedule in baseline_schedules(inst)[:2]]
+    runs = [descend(inst, starts, deadline=Deadline(60), rounds=3, seed=3) for _ in range(2)]
+    assert runs[0] is not None and runs[1] is not None
+    assert len(runs[0].decoded) == 2 and runs[0].rounds == 3
+    assert runs[0].value <= min(v for v in runs[0].decoded if v is not None)
+    assert (runs[0].value, runs[0].tried, runs[0].taken) == (runs[1].value, runs[1].tried, runs[1].taken)
