@@ -7,7 +7,9 @@ proves nothing in that time, the descent over cores, pins and policies
 (:func:`~monet_ilp.problems.p3.descent.descend`) gets :data:`DESCENT_SHARE` of the rest,
 and the LNS (:func:`~monet_ilp.problems.p3.lns.solve_p3_lns`) starts from the better
 schedule and spends what is left.  Both search class P3.K3 (the LNS narrows domains of
-the same model), so CP-SAT's bound over that class still holds for what they return.
+the same model; the descent counts the runs and transfers the decoder may add beyond
+it), so CP-SAT's bound over that class holds for what they return; a descent's schedule
+that the LNS's check finds outside the class (P3L.N0) gets the bound over every schedule.
 """
 
 from __future__ import annotations
