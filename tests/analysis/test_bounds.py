@@ -20,6 +20,7 @@ from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.instance import MemorySpec, Objective
 from monet_ilp.make import make_instance, p1_instance
+from monet_ilp.problems.p1.relax import all_schedules_bound
 from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.problems.p3.latency import pinned_path_bound, placement_path_bound
 from monet_ilp.schedule import save_schedule
@@ -166,11 +167,17 @@ def test_lower_bounds_on_p1_list_the_bounds_over_every_schedule():
     """P1: every op once, BD.B7, BD.B10 and the boundary relaxation, each at most what
     the solver's proven optimum costs (its class is a part of P1)."""
     inst = p1_instance(random_layered_literature(30, seed=0), 0.8)
-    report = lower_bounds(inst, time_limit=5, workers=1)
+    report = lower_bounds(inst, time_limit=20, workers=1)  # CP-SAT finds a schedule on a loaded machine too
     by_name = {b["name"]: b for b in report["bounds"]}
-    assert {"every_op_once", "cut", "closure", "boundary_lp", "cpsat"} <= set(by_name)
-    assert by_name["every_op_once"]["value"] <= by_name["cut"]["value"] <= by_name["closure"]["value"]
-    assert by_name["closure"]["holds_for"] == EVERY_P1_SCHEDULE
+    assert {"every_op_once", "cut", "boundary_lp", "cpsat"} <= set(by_name)
+    assert by_name["every_op_once"]["value"] <= by_name["cut"]["value"]
+    assert by_name["boundary_lp"]["holds_for"] == EVERY_P1_SCHEDULE
+    # On a model this small BD.B10 runs after the relaxation's MILP, and only when that MILP
+    # is not proven in its time: asked for alone, it is there, above the cut bound.
+    closure = all_schedules_bound(inst, method="closure")
+    assert by_name["cut"]["value"] <= closure.value <= report["incumbent"]
+    if "closure" in by_name:
+        assert by_name["closure"]["value"] <= report["incumbent"]
     assert report["incumbent"] is not None
     assert all(b["value"] <= report["incumbent"] for b in report["bounds"] if b["value"] is not None)
     quick = lower_bounds(inst, solver=False)

@@ -40,7 +40,12 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.problems.p3.bounds import backend_floor
 from monet_ilp.problems.p3.cpsat import DEFAULT_PARAMS, P3CpModel, _baseline
-from monet_ilp.problems.p3.data import DEFAULT_MAX_COMPUTES, DEFAULT_MAX_TRANSFERS, p3_data
+from monet_ilp.problems.p3.data import (
+    DEFAULT_MAX_COMPUTES,
+    DEFAULT_MAX_TRANSFERS,
+    baseline_schedules,
+    p3_data,
+)
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
@@ -153,18 +158,29 @@ def solve_p3_lns(
 
     # P3L.N0: the incumbent is a solution of the model.  A start outside class P3.K3 (an
     # item fetched twice into one memory, a third run) has decisions no solution has, and
-    # every step from it would be infeasible: CP-SAT first finds a solution with its runs
-    # and pins (its data moves free), else one on the whole model, hinted with it; the
-    # search goes on from that (its best is still the start).
+    # every step from it would be infeasible.  CP-SAT first finds a solution with its runs
+    # and pins (its data moves free), else one on the whole model hinted with it, else
+    # the list-scheduling baselines are tried as starts; the search goes on from the first
+    # solution found (its best is still the given start).
     current = best_value
     whole = set(range(len(data.ops)))
-    for name, free, moves in (("check", set(), True), ("moves", set(), False), ("repair", whole, True)):
+    tries: list[tuple[str, set[int], bool, Schedule | None]] = [
+        ("check", set(), True, None), ("moves", set(), False, None), ("repair", whole, True, None)]
+    if hint is not None:
+        tries += [(f"baseline {k}", set(), True, other) for k, (ok, _, other) in enumerate(baseline_schedules(instance))
+                  if ok]
+    for name, free, moves, other in tries:
         left = deadline.left()
         if deadline.passed(margin=0.1):
             break
-        limit = step_time if name != "repair" else max(step_time, REPAIR_SHARE * (left or 4 * step_time))
+        if other is not None:  # a baseline's decisions as the incumbent
+            built.model.clear_hints()  # type: ignore[no-untyped-call]  # OR-Tools leaves it unannotated
+            built.add_hint(other)
+            incumbent = dict(zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True))
+        # The repair stops at its first solution, with at most REPAIR_SHARE of the time left.
+        limit = max(step_time, REPAIR_SHARE * (left or 4 * step_time)) if name == "repair" else step_time
         status, solver = _step(built, incumbent, free, deadline=deadline, step_time=limit, workers=workers,
-                               seed=seed, log=log, first=name == "check", moves=moves)
+                               seed=seed, log=log, first=name != "moves", moves=moves)
         stats[f"{name}_status"] = status
         if solver is None:
             continue
