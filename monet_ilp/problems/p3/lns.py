@@ -49,6 +49,8 @@ from monet_ilp.problems.p3.data import (
 from monet_ilp.results import BackendResult, Status
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
@@ -164,12 +166,18 @@ def solve_p3_lns(
     # solution found (its best is still the given start).
     current = best_value
     whole = set(range(len(data.ops)))
-    tries: list[tuple[str, set[int], bool, Schedule | None]] = [
-        ("check", set(), True, None), ("moves", set(), False, None), ("repair", whole, True, None)]
-    if hint is not None:
-        tries += [(f"baseline {k}", set(), True, other) for k, (ok, _, other) in enumerate(baseline_schedules(instance))
-                  if ok]
-    for name, free, moves, other in tries:
+
+    def tries() -> Iterator[tuple[str, set[int], bool, Schedule | None]]:
+        """(name, ops freed, data moves kept, a baseline to start from instead)."""
+        yield "check", set(), True, None
+        yield "moves", set(), False, None
+        yield "repair", whole, True, None
+        if hint is not None:  # made only when needed
+            for k, (ok, _, other) in enumerate(baseline_schedules(instance)):
+                if ok:
+                    yield f"baseline {k}", set(), True, other
+
+    for name, free, moves, other in tries():
         left = deadline.left()
         if deadline.passed(margin=0.1):
             break
