@@ -28,6 +28,7 @@ from monet_ilp.problems.p3.relax import Recent, energy_relaxation
 
 if TYPE_CHECKING:
     from monet_ilp.problems.p3.latency import PlacementBound
+    from monet_ilp.problems.p3.relax import EnergyRelaxation
 
 __all__ = ["PLACEMENT_SHARE", "RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "combinatorial_bound",
            "combinatorial_bounds"]
@@ -115,16 +116,16 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
             value = alpha * latency / meta["latency_ref_cycles"] + (1 - alpha) * energy / meta["energy_ref_pj"]
             out.append(Bound("latency_and_energy", "combinatorial", value, every,
                              detail=f"latency >= {latency} cycles, energy >= {energy} pJ"))
-    if relaxation_limit is not None and objective is Objective.ENERGY:
-        out += _relaxation_bounds(instance, objective, relaxation_limit, latency, every)
-    if relaxation_limit is not None and objective is Objective.WEIGHTED:
-        # The energy term from BD.E (the whole limit), the latency term from BD.B12 in the
-        # time BD.E left, and at least PLACEMENT_SHARE of the limit.
+    if relaxation_limit is not None and objective in (Objective.ENERGY, Objective.WEIGHTED):
         relaxed = energy_relaxation(instance, time_limit=relaxation_limit)
-        left = max(relaxation_limit - relaxed.seconds, PLACEMENT_SHARE * relaxation_limit)
-        placed = _placement(p3, data, left)
-        latency = max(latency, placed.value or 0)
-        out += _relaxation_bounds(instance, objective, relaxation_limit, latency, every, placed)
+        placed = None
+        if objective is Objective.WEIGHTED:
+            # The energy term from BD.E (the whole limit), the latency term from BD.B12 in
+            # the time BD.E left, and at least PLACEMENT_SHARE of the limit.
+            left = max(relaxation_limit - relaxed.seconds, PLACEMENT_SHARE * relaxation_limit)
+            placed = _placement(p3, data, left)
+            latency = max(latency, placed.value or 0)
+        out += _relaxation_bounds(instance, objective, relaxed, latency, every, placed)
     if relaxation_limit is not None and objective is Objective.LATENCY:
         placed = _placement(p3, data, relaxation_limit)
         if placed.value is not None:
@@ -143,11 +144,10 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
             for b in out]
 
 
-def _relaxation_bounds(instance: Instance, objective: Objective, limit: float, latency: int,
+def _relaxation_bounds(instance: Instance, objective: Objective, relaxed: EnergyRelaxation, latency: int,
                        every: str, placed: PlacementBound | None = None) -> list[Bound]:
-    """BD.E: the pivot relaxation's energy bound, and the weighted bound built on it (its
-    latency term ``latency``, BD.B12's ``placed`` among what gave it)."""
-    relaxed = energy_relaxation(instance, time_limit=limit)
+    """BD.E's result as the energy bound, or the weighted bound built on it (its latency
+    term ``latency``, BD.B12's ``placed`` among what gave it)."""
     if relaxed.value is None:
         return []
     detail = f"{relaxed.method}: {relaxed.detail}"

@@ -128,13 +128,8 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
         return sum(metrics.violation_counts.values()) + _outside(raw, computes, transfers), metrics.objective_value
 
     candidates = [[c for c in instance.costs[op] if instance.has_core(c)] for op in plan.order]
-    position = {op: k for k, op in enumerate(plan.order)}
     persistent = [t.id for t in graph.tensors if t.persistent]
-    readers: dict[str, list[int]] = {}
-    for op in graph.ops:
-        for t in op.inputs:
-            if graph.tensor(t).persistent:
-                readers.setdefault(t, []).append(position[op.id])
+    readers = plan.persistent_readers  # tensor -> positions of the ops that read it
     core_ids = [c.id for c in instance.cores]
     moves: list[tuple[str, object, object]] = [
         ("core", k, c) for k in range(len(plan.order)) if len(candidates[k]) > 1 for c in candidates[k]]

@@ -63,10 +63,10 @@ NEIGHBOURHOODS = ("layers", "window", "tensor")
 #: Wall seconds of CP-SAT per step (P3L.N2), and the bounds of the neighbourhood's size
 #: (ops; a ``layers`` step frees whole layers up to about this many ops).
 STEP_TIME = 3.0
+MIN_SIZE, MAX_SIZE = 4, 200
 #: P3L.N0: the share of the time left that CP-SAT on the whole model may take to find a
 #: solution of the model from a start outside its class (at least one step's time).
 REPAIR_SHARE = 0.25
-MIN_SIZE, MAX_SIZE = 4, 200
 
 
 def solve_p3_lns(
