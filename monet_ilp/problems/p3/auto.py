@@ -1,15 +1,17 @@
-"""``auto`` on P3: the CP-SAT model, then a descent and large-neighbourhood search from its best schedule.
+"""``auto`` on P3: a descent, the CP-SAT model hinted with its schedule, then large-neighbourhood search.
 
-``formulations/p3_cpsat.md``, "auto" (P3A.1-P3A.3).  On a small graph the whole model
+``formulations/p3_cpsat.md``, "auto" (P3A.1-P3A.4).  On a small graph the whole model
 gets the whole time: it proves optima there.  Above :data:`LNS_MIN_OPS` ops, under a
-time limit, CP-SAT on the whole model gets :data:`CPSAT_SHARE` of the time; when it
-proves nothing in that time, the descent over cores, pins and policies
-(:func:`~monet_ilp.problems.p3.descent.descend`) gets :data:`DESCENT_SHARE` of the rest,
-and the LNS (:func:`~monet_ilp.problems.p3.lns.solve_p3_lns`) starts from the better
-schedule and spends what is left.  Both search class P3.K3 (the LNS narrows domains of
-the same model; the descent counts the runs and transfers the decoder may add beyond
-it), so CP-SAT's bound over that class holds for what they return; a descent's schedule
-that the LNS's check finds outside the class (P3L.N0) gets the bound over every schedule.
+time limit, the descent over cores, pins and policies
+(:func:`~monet_ilp.problems.p3.descent.descend`) first gets :data:`DESCENT_SHARE` of the
+time from the list-scheduling baselines (and the caller's hint); CP-SAT on the whole
+model, hinted with the descent's schedule, gets :data:`CPSAT_SHARE` of the rest; when it
+proves nothing, the LNS (:func:`~monet_ilp.problems.p3.lns.solve_p3_lns`) starts from the
+better of the two schedules and spends what is left.  The descent and the LNS search
+class P3.K3 (the LNS narrows domains of the same model; the descent counts the runs and
+transfers the decoder may add beyond it), so CP-SAT's bound over that class holds for
+what they return; a descent's schedule that the LNS's check finds outside the class
+(P3L.N0) gets the bound over every schedule.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from monet_ilp.evaluate import verified
 from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.problems.p3.descent import descend
-from monet_ilp.problems.p3.lns import solve_p3_lns
+from monet_ilp.problems.p3.lns import retime, solve_p3_lns
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule
 
@@ -34,12 +36,15 @@ __all__ = ["CPSAT_SHARE", "DESCENT_AT_MOST", "DESCENT_SHARE", "LNS_MIN_OPS", "so
 
 #: Up to this many ops the whole model gets the whole time (P3A.1).
 LNS_MIN_OPS = 40
-#: Above it, the share of the time the whole model gets before the LNS takes over (P3A.2).
-CPSAT_SHARE = 0.5
-#: P3A.3: the share of the time left after CP-SAT (at most this many seconds) for the
-#: descent over cores, pins and policies (``descent.py``) before the LNS.
+#: P3A.2: above it, the share of the time (at most this many seconds) for the descent over
+#: cores, pins and policies (``descent.py``) before CP-SAT.
 DESCENT_SHARE = 0.1
 DESCENT_AT_MOST = 15.0
+#: P3A.2: the share of the time left that the retiming of the descent's schedule may take.
+RETIME_SHARE = 0.05
+#: P3A.3: the share of the time left after the descent that the whole model gets before
+#: the LNS takes over.
+CPSAT_SHARE = 0.5
 #: Options that keep the LNS's class the one CP-SAT searched (the others narrow CP-SAT's
 #: class, which the LNS does not take: with them, CP-SAT runs alone).
 _SAME_CLASS = frozenset({"max_computes", "max_transfers", "use_baseline_hint", "params", "seed", "log"})
@@ -53,75 +58,93 @@ def solve_p3_auto(
     hint: Schedule | Sequence | None = None,
     **options: Any,
 ) -> BackendResult:
-    """CP-SAT on the whole P3 model, then the LNS from its best schedule (module docstring).
+    """The descent, CP-SAT on the whole P3 model, then the LNS from the better schedule (module docstring).
 
     Parameters
     ----------
     instance
         A P3 instance (latency, energy or weighted).
     time_limit
-        Seconds for both phases (``None``: CP-SAT alone, until proven).
+        Seconds for every phase (``None``: CP-SAT alone, until proven).
     workers, hint
-        As for the ``cpsat`` backend; the LNS takes the same workers.
+        As for the ``cpsat`` backend; the LNS takes the same workers.  A schedule given
+        as ``hint`` is one of the descent's starts; CP-SAT is hinted with the descent's.
     options
         The ``cpsat`` backend's options.  ``max_computes``, ``max_transfers``, ``seed``
-        and ``log`` reach the LNS too; a restriction of the class (``colocate``,
-        ``allow_*``) makes CP-SAT run alone.
+        and ``log`` reach the descent and the LNS too; a restriction of the class
+        (``colocate``, ``allow_*``) makes CP-SAT run alone.
 
     Returns
     -------
     BackendResult
-        CP-SAT's result when it proves its answer, runs alone, or has no schedule;
-        otherwise the LNS's schedule (never worse than CP-SAT's, its start) with the
-        better of CP-SAT's bound and the LNS's combinatorial one.  ``stats["members"]``
-        gives each phase's status, objective, bound and seconds.
+        CP-SAT's result when it proves its answer or runs alone; otherwise the cheapest
+        of CP-SAT's, the descent's and the LNS's schedules (the LNS starts from the better
+        of the first two, so it is never worse) with the better of CP-SAT's bound and
+        the LNS's combinatorial one.  ``stats["members"]`` gives each phase's status,
+        objective, bound and seconds.
     """
     deadline = Deadline(time_limit)
     lns_too = (deadline.limited and len(instance.graph.ops) > LNS_MIN_OPS
                and set(options) <= _SAME_CLASS)
-    left = deadline.left()
-    first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
-                           workers=workers, hint=hint, **options)
-    members: dict[str, Any] = {"cpsat": _summary(first, deadline, "cpsat")}
-    first = replace(first, stats={**first.stats, "members": dict(members)}, source=first.source or "cpsat")
-    if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
-            or first.schedule is None or deadline.passed(margin=1.0)):
-        return first
-    same = {k: v for k, v in options.items() if k in ("max_computes", "max_transfers", "seed", "log")}
-    start = first.schedule
-    if isinstance(start, Schedule):  # P3A.3: the descent over cores, pins and policies
-        baselines = [schedule for ok, _, schedule in baseline_schedules(instance) if ok][:2]
-        found = descend(instance, [start, *baselines],
-                        deadline=deadline.sub(DESCENT_SHARE, at_most=DESCENT_AT_MOST),
+    members: dict[str, Any] = {}
+    found = None
+    if lns_too:  # P3A.2: the descent over cores, pins and policies, from the hint and the baselines
+        starts = [hint] if isinstance(hint, Schedule) else []
+        starts += [schedule for ok, _, schedule in baseline_schedules(instance) if ok][:2]
+        found = descend(instance, starts, deadline=deadline.sub(DESCENT_SHARE, at_most=DESCENT_AT_MOST),
                         seed=options.get("seed", 0), max_computes=options.get("max_computes"),
                         max_transfers=options.get("max_transfers"))
         members["descent"] = {"objective": None if found is None else found.value,
-                              "seconds": round(deadline.elapsed(), 3),
                               "moves": None if found is None else f"{found.taken} of {found.tried}"}
-        if found is not None and first.objective is not None and found.value < first.objective:
-            start = found.schedule
+        if found is not None:
+            # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
+            timed = retime(instance, found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0),
+                           workers=workers, seed=options.get("seed", 0), max_computes=options.get("max_computes"),
+                           max_transfers=options.get("max_transfers"))
+            members["descent"]["retimed"] = None if timed is None else timed[1]
+            if timed is not None:
+                hint = timed[0]
+                if timed[1] < found.value:
+                    found = replace(found, schedule=timed[0], value=timed[1])
+        members["descent"]["seconds"] = round(deadline.elapsed(), 3)
+    # P3A.3: CP-SAT on the whole model, hinted with the descent's schedule.
+    left = deadline.left()
+    first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
+                           workers=workers, hint=hint, **options)
+    members["cpsat"] = _summary(first, deadline, "cpsat")
+    first = replace(first, stats={**first.stats, "members": dict(members)}, source=first.source or "cpsat")
+    if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
+            or (first.schedule is None and found is None) or deadline.passed(margin=1.0)):
+        return first
+    same = {k: v for k, v in options.items() if k in ("max_computes", "max_transfers", "seed", "log")}
+    # P3A.4: the LNS from the better of the two.
+    start = first.schedule
+    if found is not None and (first.objective is None or found.value < first.objective):
+        start = found.schedule
     second = solve_p3_lns(instance, time_limit=deadline.left(), workers=workers, hint=start, **same)
     members["lns"] = _summary(second, deadline, "lns")
     bound = max((b for b in (first.bound, second.bound) if b is not None), default=None)
     stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),
              "lns_improving_steps": second.stats.get("improving_steps")}
     metrics = verified(instance, second.schedule) if second.objective is not None else None
-    schedule: Schedule | Sequence | None
-    if metrics is None or first.objective is None or metrics.objective_value >= first.objective:
-        schedule, objective, source = first.schedule, first.objective, first.source
-        message = f"{first.message}; the LNS found nothing better"
-    else:
+    # The best of the three: CP-SAT's, the descent's, the LNS's (an LNS that took no step
+    # returns its start, one of the other two).
+    schedule: Schedule | Sequence | None = first.schedule
+    objective, source = first.objective, first.source
+    if found is not None and (objective is None or found.value < objective):
+        schedule, objective, source = found.schedule, found.value, "descent"
+    if (metrics is not None and second.source == "lns"
+            and (objective is None or metrics.objective_value < objective)):
         schedule, objective, source = second.schedule, metrics.objective_value, "lns"
-        message = (f"CP-SAT {first.objective} in {members['cpsat']['seconds']} s, then the LNS {objective} "
-                   f"({second.stats.get('improving_steps')} improving steps of {second.stats.get('steps')})")
-        if second.source != "lns":  # the LNS's start: the descent's schedule
-            source = "descent"
-            message = (f"CP-SAT {first.objective} in {members['cpsat']['seconds']} s, then the descent "
-                       f"{objective}; the LNS found nothing better")
-            if second.stats.get("check_status") not in ("OPTIMAL", "FEASIBLE"):
-                # Outside the model's class (P3L.N0): CP-SAT's bound for that class does not hold.
-                bound = second.bound
-                stats["bound_class"] = "every schedule (the descent's schedule is outside class P3.K3)"
+    steps = f"{second.stats.get('improving_steps')} improving steps of {second.stats.get('steps')}"
+    descent = "" if found is None else f"the descent {found.value}, "
+    message = (f"{descent}CP-SAT {first.objective} in {members['cpsat']['seconds']} s, "
+               f"then the LNS {second.objective} ({steps}); the best from {source}")
+    if source == "descent" and second.stats.get("check_status") not in ("OPTIMAL", "FEASIBLE"):
+        # The LNS started from it and found it outside the model's class (P3L.N0):
+        # CP-SAT's bound for that class does not hold.
+        bound = second.bound
+        stats["bound_class"] = "every schedule (the descent's schedule is outside class P3.K3)"
     proven = bound is not None and objective is not None and objective <= bound
     return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
                          objective if proven else bound, message, stats, source=source)

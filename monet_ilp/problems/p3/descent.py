@@ -3,14 +3,14 @@
 ``formulations/p3_cpsat.md`` §"descent" (P3D.1-P3D.4).  The LNS re-solves a dozen ops
 at a time with CP-SAT; what it changes slowly is the placement of the pins, because a
 pin moves with every op that reads it.  This descent searches exactly that, on the
-decoder (:func:`~monet_ilp.heuristics.decoder.decode_placed_raw`: ops in the
-instance's order, each on its core, Belady eviction to DRAM) scored by the decoder's
-fast path (:func:`~monet_ilp.heuristics.fast.fast_metrics`), thousands of moves a
-second:
+decoder (:func:`~monet_ilp.heuristics.decoder.decode_placed_raw`: ops in a given order,
+each on its core, Belady eviction to DRAM) scored by the decoder's fast path
+(:func:`~monet_ilp.heuristics.fast.fast_metrics`), thousands of moves a second:
 
 * P3D.1 the starts: from each given schedule, each op on the core of its first run,
   its pins, and its activations' policies as
-  :func:`~monet_ilp.heuristics.decisions.decisions_from_schedule` reads them;
+  :func:`~monet_ilp.heuristics.decisions.decisions_from_schedule` reads them; the
+  decoder places the ops in the order of the start's first runs (:func:`in_order`);
 * P3D.2 the moves: one op to another core; one pin added or dropped; one persistent
   tensor pinned with every op that reads it moved to one core; one saved activation's
   policy (keep, offload, recompute) changed;
@@ -30,11 +30,12 @@ from __future__ import annotations
 import random
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
+from monet_ilp.graph.ir import TrainingGraph
 from monet_ilp.heuristics.decisions import POLICIES, decisions_from_schedule
 from monet_ilp.heuristics.decoder import decode_placed, decode_placed_raw, plan_of
 from monet_ilp.heuristics.fast import fast_metrics
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule
 
-__all__ = ["Descent", "descend"]
+__all__ = ["Descent", "descend", "in_order"]
 
 #: The recompute policy's index in :data:`~monet_ilp.heuristics.decisions.POLICIES`.
 _RECOMPUTE = POLICIES.index("recompute")
@@ -56,8 +57,10 @@ _RECOMPUTE = POLICIES.index("recompute")
 _NOWHERE = (1 << 30, float("inf"))
 #: P3D.4: the random moves that start each descent after the first round.
 KICK = 4
-#: The ops' cores (by position), the policy of each saved activation, the pins.
-_State = tuple[list[str], list[int], list[str]]
+#: The order the decoder places the ops in (an index into the starts' orders), the ops'
+#: cores (by position in the instance's order), the policy of each saved activation (in
+#: the instance's order), the pins.
+_State = tuple[int, list[str], list[int], list[str]]
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,7 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     instance
         A P3 instance (its graph inputs in a shared memory).
     starts
-        Timed schedules whose ops' cores, pins and activation policies start the descents
+        Timed schedules whose order of first runs, ops' cores, pins and activation policies start the descents
         (a solver's schedule, the list-scheduling baselines).
     deadline
         When to stop: until then, each descent after the first starts from the best so
@@ -104,13 +107,23 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     plan = plan_of(instance)
     graph = instance.graph
 
+    # P3D.1 each start's order: the instance with its ops in the order of the start's
+    # first runs, and the maps from the instance's positions to that order's.
+    orders: list[tuple[Instance, list[int], list[int]]] = []
+    position = {op: k for k, op in enumerate(plan.order)}
+    saved_at = {t: i for i, t in enumerate(plan.saved)}
+
     def decisions_of(start: Schedule) -> _State:
-        """P3D.1: a start's ops' cores, its activations' policies, its pins."""
-        first: dict[str, str] = {}
+        """P3D.1: a start's order, its ops' cores, its activations' policies, its pins."""
+        first: dict[str, tuple[int, str]] = {}
         for run in sorted(start.ops, key=lambda r: (r.start, r.end)):
-            first.setdefault(run.op, run.core)
+            first.setdefault(run.op, (run.start, run.core))
+        ordered = in_order(instance, sorted(plan.order, key=lambda op: (first[op][0], position[op])))
+        ordered_plan = plan_of(ordered)
+        orders.append((ordered, [position[op] for op in ordered_plan.order],
+                       [saved_at[t] for t in ordered_plan.saved]))
         decisions = decisions_from_schedule(instance, start)
-        return ([first[op] for op in plan.order],
+        return (len(orders) - 1, [first[op][1] for op in plan.order],
                 [POLICIES.index(decisions.tensors.get(t, "keep")) for t in plan.saved],
                 [p for p, _ in start.pinned])
 
@@ -118,13 +131,19 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     if not initial:
         return None
 
-    def score(cores: list[str], policies: list[int], pinned: list[str]) -> tuple[int, float]:
+    def decoded_as(order: int, cores: list[str], policies: list[int]) -> tuple[Instance, list[str], list[int]]:
+        """The decoder's arguments for a state: the order's instance, cores and policies."""
+        ordered, ops, saved = orders[order]
+        return ordered, [cores[k] for k in ops], [policies[i] for i in saved]
+
+    def score(order: int, cores: list[str], policies: list[int], pinned: list[str]) -> tuple[int, float]:
         """P3D.3: (how far the decoding is from fitting and from the class, its objective)."""
+        ordered, ordered_cores, ordered_policies = decoded_as(order, cores, policies)
         try:
-            raw = decode_placed_raw(instance, cores, policies, pinned)
+            raw = decode_placed_raw(ordered, ordered_cores, ordered_policies, pinned)
         except MonetError:  # a recomputation the decoder cannot make (after an update)
             return _NOWHERE
-        metrics = fast_metrics(instance, raw)
+        metrics = fast_metrics(ordered, raw)
         return sum(metrics.violation_counts.values()) + _outside(raw, computes, transfers), metrics.objective_value
 
     candidates = [[c for c in instance.costs[op] if instance.has_core(c)] for op in plan.order]
@@ -141,25 +160,26 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     def moved(state: _State, move: tuple[str, object, object]) -> _State | None:
         """``state`` after ``move``, or ``None`` where the move changes nothing."""
         kind, what, where = move
-        cores, policies, pinned = state
+        order, cores, policies, pinned = state
         if kind == "core":
             assert isinstance(what, int) and isinstance(where, str)
             if cores[what] == where or where not in candidates[what]:
                 return None
-            return [*cores[:what], where, *cores[what + 1:]], policies, pinned
+            return order, [*cores[:what], where, *cores[what + 1:]], policies, pinned
         if kind == "pin":
-            return cores, policies, [p for p in pinned if p != what] if what in pinned else [*pinned, str(what)]
+            return (order, cores, policies,
+                    [p for p in pinned if p != what] if what in pinned else [*pinned, str(what)])
         if kind == "gather":
             assert isinstance(what, str) and isinstance(where, str)
             gathered = list(cores)
             for k in readers[what]:
                 if where in candidates[k]:
                     gathered[k] = where
-            return gathered, policies, pinned if what in pinned else [*pinned, what]
+            return order, gathered, policies, pinned if what in pinned else [*pinned, what]
         assert isinstance(what, int) and isinstance(where, int)
         if policies[what] == where:
             return None
-        return cores, [*policies[:what], where, *policies[what + 1:]], pinned
+        return order, cores, [*policies[:what], where, *policies[what + 1:]], pinned
 
     scores = [score(*state) for state in initial]
     decoded = [value[1] if value[0] == 0 else None for value in scores]
@@ -199,15 +219,24 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
         done += 1
         if value < best:
             best, best_state = value, state
-    core_of, policy, pins = best_state
     if best[0]:
         return None
-    schedule = decode_placed(instance, core_of, policy, pins)
+    order, core_of, policy, pins = best_state
+    schedule = decode_placed(*decoded_as(order, core_of, policy), pins)
     metrics = evaluate(instance, schedule)
     if not metrics.feasible:
         return None
     return Descent(metrics.schedule, metrics.objective_value, tuple(decoded), tried, taken, done,
                    round(time.perf_counter() - began, 3))
+
+
+def in_order(instance: Instance, order: Seq[str]) -> Instance:
+    """``instance`` with its graph's ops in ``order`` (made topological, stable with
+    respect to it): the order the decoder places them in."""
+    graph = instance.graph
+    ops = {op.id: op for op in graph.ops}
+    return replace(instance, graph=TrainingGraph.build(graph.name, [ops[op] for op in order], graph.tensors,
+                                                       graph.meta, reorder=True))
 
 
 def _outside(raw: RawSchedule, computes: int, transfers: int) -> int:

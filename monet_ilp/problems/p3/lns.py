@@ -54,7 +54,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["NEIGHBOURHOODS", "P3_LNS_OPTIONS", "solve_p3_lns"]
+__all__ = ["NEIGHBOURHOODS", "P3_LNS_OPTIONS", "retime", "solve_p3_lns"]
 
 #: The options of the ``lns`` backend on P3 beyond time_limit, workers and hint.
 P3_LNS_OPTIONS = ("step_time", "size", "steps", "seed", "max_computes", "max_transfers", "log")
@@ -234,6 +234,36 @@ def solve_p3_lns(
     return _result(best_schedule, best_value, floor, stats,
                    f"{done} LNS steps, {improving} improving (objective {stats['start_objective']} -> "
                    f"{best_value}); bound: every schedule (combinatorial)", source)
+
+
+def retime(instance: Instance, schedule: Schedule, *, time_limit: float, workers: int | None = None,
+           seed: int = 0, max_computes: int | None = None, max_transfers: int | None = None
+           ) -> tuple[Schedule, int | float] | None:
+    """P3L.T1: ``schedule``'s decisions (runs, cores, variants, pins, transfers, reads)
+    fixed in the model, every start, end and free left to CP-SAT, solved for at most
+    ``time_limit`` seconds: the best timing of those decisions that the model has, and its
+    value by the evaluator.  ``None`` when the model has no solution with them (the
+    schedule lies outside class P3.K3) or none is found in time.  The result is a
+    solution of the model, so it is a complete hint for CP-SAT (a decoder's schedule,
+    timed by the decoder's rules, is not: CP-SAT may find nothing from it)."""
+    deadline = Deadline(time_limit)
+    data = p3_data(instance,
+                   max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
+                   max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers)
+    try:
+        built = P3CpModel(data, deadline=deadline)
+        built.add_hint(schedule)
+    except OutOfTime:
+        return None
+    proto = built.model.proto
+    incumbent = dict(zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True))
+    _, solver = _step(built, incumbent, set(), deadline=deadline, step_time=time_limit, workers=workers,
+                      seed=seed, log=False)
+    if solver is None:
+        return None
+    timed, _ = built.schedule(solver, {"backend": "lns", "model": "p3_cpsat", "retimed": True})
+    metrics = evaluate(instance, timed)
+    return (metrics.schedule, metrics.objective_value) if metrics.feasible else None
 
 
 def _result(schedule: Schedule, value: int | float, floor: int | float | None, stats: dict[str, Any],

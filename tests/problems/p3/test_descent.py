@@ -7,9 +7,11 @@ from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.decisions import POLICIES, decisions_from_schedule
+from monet_ilp.heuristics.decoder import decode_placed, plan_of
 from monet_ilp.make import make_instance
 from monet_ilp.problems.p3.data import baseline_schedules
-from monet_ilp.problems.p3.descent import descend
+from monet_ilp.problems.p3.descent import descend, in_order
 from monet_ilp.solve import solve
 
 
@@ -53,3 +55,27 @@ def test_the_descent_runs_from_each_start_and_depends_on_its_seed_alone():
     assert len(runs[0].decoded) == 2 and runs[0].rounds == 3
     assert runs[0].value <= min(v for v in runs[0].decoded if v is not None)
     assert (runs[0].value, runs[0].tried, runs[0].taken) == (runs[1].value, runs[1].tried, runs[1].taken)
+
+
+def test_each_start_is_decoded_in_the_order_of_its_first_runs():
+    """P3D.1: ``in_order`` makes the start's order of first runs topological, stable with
+    respect to it, and the descent decodes the start in that order."""
+    inst = mlp4("latency")
+    plan = plan_of(inst)
+    assert in_order(inst, plan.order).graph.ops == inst.graph.ops
+    backwards = in_order(inst, list(reversed(plan.order)))  # every op after what it reads
+    seen = {t.id for t in inst.graph.tensors if t.producer is None}
+    for op in backwards.graph.ops:
+        assert set(op.inputs) <= seen
+        seen.update(op.outputs)
+    start = solve(inst, "cpsat", time_limit=5, workers=2).schedule
+    first: dict[str, tuple[int, str]] = {}
+    for run in sorted(start.ops, key=lambda r: (r.start, r.end)):
+        first.setdefault(run.op, (run.start, run.core))
+    ordered = in_order(inst, sorted(plan.order, key=lambda op: first[op][0]))
+    decisions = decisions_from_schedule(inst, start)
+    own = decode_placed(ordered, [first[op][1] for op in plan_of(ordered).order],
+                        [POLICIES.index(decisions.tensors.get(t, "keep")) for t in plan_of(ordered).saved],
+                        [p for p, _ in start.pinned])
+    found = descend(inst, [start], deadline=Deadline(60), rounds=0)
+    assert found is not None and found.decoded[0] == evaluate(inst, own).objective_value
