@@ -88,8 +88,8 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     instance
         A P3 instance (its graph inputs in a shared memory).
     starts
-        Timed schedules whose order of first runs, ops' cores, pins and activation policies start the descents
-        (a solver's schedule, the list-scheduling baselines).
+        Timed schedules whose order of first runs, ops' cores, pins and activation
+        policies start the descents (a solver's schedule, the list-scheduling baselines).
     deadline
         When to stop: until then, each descent after the first starts from the best so
         far, kicked (P3D.4).
