@@ -1,13 +1,14 @@
 """``auto`` on P3: a descent, the CP-SAT model hinted with its schedule, then large-neighbourhood search.
 
-``formulations/p3_cpsat.md``, "auto" (P3A.1-P3A.4).  On a small graph the whole model
+``formulations/p3_cpsat.md``, "auto" (P3A.1-P3A.5).  On a small graph the whole model
 gets the whole time: it proves optima there.  Above :data:`LNS_MIN_OPS` ops, under a
 time limit, the descent over cores, pins and policies
 (:func:`~monet_ilp.problems.p3.descent.descend`) first gets :data:`DESCENT_SHARE` of the
 time from the list-scheduling baselines (and the caller's hint); CP-SAT on the whole
 model, hinted with the descent's schedule, gets :data:`CPSAT_SHARE` of the rest; when it
 proves nothing, the LNS (:func:`~monet_ilp.problems.p3.lns.solve_p3_lns`) starts from the
-better of the two schedules and spends what is left.  The descent and the LNS search
+better of the two schedules and spends what is left, less the time to retime the best
+schedule at the end.  The descent and the LNS search
 class P3.K3 (the LNS narrows domains of the same model; the descent counts the runs and
 transfers the decoder may add beyond it), so CP-SAT's bound over that class holds for
 what they return; a descent's schedule that the LNS's check finds outside the class
@@ -40,7 +41,8 @@ LNS_MIN_OPS = 40
 #: cores, pins and policies (``descent.py``) before CP-SAT.
 DESCENT_SHARE = 0.1
 DESCENT_AT_MOST = 15.0
-#: P3A.2: the share of the time left that the retiming of the descent's schedule may take.
+#: P3A.2, P3A.5: the share of the time left that the retiming of the descent's schedule,
+#: and that of the best schedule at the end, may take.
 RETIME_SHARE = 0.05
 #: P3A.3: the share of the time left after the descent that the whole model gets before
 #: the LNS takes over.
@@ -121,7 +123,10 @@ def solve_p3_auto(
     start = first.schedule
     if found is not None and (first.objective is None or found.value < first.objective):
         start = found.schedule
-    second = solve_p3_lns(instance, time_limit=deadline.left(), workers=workers, hint=start, **same)
+    # P3A.5: the LNS leaves RETIME_SHARE of its time to retime the best schedule.
+    reserve = RETIME_SHARE * (deadline.left() or 0.0)
+    second = solve_p3_lns(instance, time_limit=max(0.0, (deadline.left() or 0.0) - reserve), workers=workers,
+                          hint=start, **same)
     members["lns"] = _summary(second, deadline, "lns")
     bound = max((b for b in (first.bound, second.bound) if b is not None), default=None)
     stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),
@@ -145,6 +150,15 @@ def solve_p3_auto(
         # CP-SAT's bound for that class does not hold.
         bound = second.bound
         stats["bound_class"] = "every schedule (the descent's schedule is outside class P3.K3)"
+    elif isinstance(schedule, Schedule) and objective is not None and not deadline.passed(margin=0.1):
+        # P3A.5: the best schedule's decisions, timed at their best in the model (P3L.T1).
+        timed = retime(instance, schedule, time_limit=deadline.left() or 0.0, workers=workers,
+                       seed=options.get("seed", 0), max_computes=options.get("max_computes"),
+                       max_transfers=options.get("max_transfers"))
+        stats["retimed"] = None if timed is None else timed[1]
+        if timed is not None and timed[1] < objective:
+            schedule, objective = timed
+            message += f"; retimed to {objective}"
     proven = bound is not None and objective is not None and objective <= bound
     return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
                          objective if proven else bound, message, stats, source=source)

@@ -12,6 +12,7 @@ from monet_ilp.heuristics.decoder import decode_placed, plan_of
 from monet_ilp.make import make_instance
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.problems.p3.descent import descend, in_order
+from monet_ilp.problems.p3.lns import retime
 from monet_ilp.solve import solve
 
 
@@ -68,14 +69,18 @@ def test_each_start_is_decoded_in_the_order_of_its_first_runs():
     for op in backwards.graph.ops:
         assert set(op.inputs) <= seen
         seen.update(op.outputs)
-    start = solve(inst, "cpsat", time_limit=5, workers=2).schedule
+    timed = retime(inst, baseline_schedules(inst)[0][2], time_limit=30, workers=1)  # deterministic
+    assert timed is not None
+    start = timed[0]
     first: dict[str, tuple[int, str]] = {}
     for run in sorted(start.ops, key=lambda r: (r.start, r.end)):
         first.setdefault(run.op, (run.start, run.core))
+    assert sorted(plan.order, key=lambda op: first[op][0]) != list(plan.order)
     ordered = in_order(inst, sorted(plan.order, key=lambda op: first[op][0]))
     decisions = decisions_from_schedule(inst, start)
     own = decode_placed(ordered, [first[op][1] for op in plan_of(ordered).order],
                         [POLICIES.index(decisions.tensors.get(t, "keep")) for t in plan_of(ordered).saved],
                         [p for p, _ in start.pinned])
     found = descend(inst, [start], deadline=Deadline(60), rounds=0)
-    assert found is not None and found.decoded[0] == evaluate(inst, own).objective_value
+    assert found is not None and found.decoded[0] is not None
+    assert found.decoded[0] == evaluate(inst, own).objective_value

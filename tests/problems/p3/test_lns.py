@@ -128,6 +128,9 @@ def test_auto_on_a_larger_graph_runs_the_descent_cpsat_then_the_lns():
     if result.stats.get("bound_class") is None:
         assert cpsat["bound"] <= result.bound
     assert result.source in ("lns", "descent", cpsat["source"])
+    # P3A.5: the best schedule retimed at the end; the result is never above the retiming.
+    retimed = result.stats.get("retimed")
+    assert retimed is None or result.objective <= retimed
 
 
 def test_auto_on_a_small_graph_or_a_narrowed_class_is_cpsat_alone():
