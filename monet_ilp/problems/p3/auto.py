@@ -18,6 +18,7 @@ what they return; a descent's schedule that the LNS's check finds outside the cl
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
@@ -90,6 +91,9 @@ def solve_p3_auto(
                and set(options) <= _SAME_CLASS)
     members: dict[str, Any] = {}
     found = None
+    # P3L.T1 in the class the other phases search.
+    retimed = partial(retime, instance, workers=workers, seed=options.get("seed", 0),
+                      max_computes=options.get("max_computes"), max_transfers=options.get("max_transfers"))
     if lns_too:  # P3A.2: the descent over cores, pins and policies, from the hint and the baselines
         starts = [hint] if isinstance(hint, Schedule) else []
         starts += [schedule for ok, _, schedule in baseline_schedules(instance) if ok][:2]
@@ -100,9 +104,7 @@ def solve_p3_auto(
                               "moves": None if found is None else f"{found.taken} of {found.tried}"}
         if found is not None:
             # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
-            timed = retime(instance, found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0),
-                           workers=workers, seed=options.get("seed", 0), max_computes=options.get("max_computes"),
-                           max_transfers=options.get("max_transfers"))
+            timed = retimed(found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0))
             members["descent"]["retimed"] = None if timed is None else timed[1]
             if timed is not None:
                 hint = timed[0]
@@ -152,9 +154,7 @@ def solve_p3_auto(
         stats["bound_class"] = "every schedule (the descent's schedule is outside class P3.K3)"
     elif isinstance(schedule, Schedule) and objective is not None and not deadline.passed(margin=0.1):
         # P3A.5: the best schedule's decisions, timed at their best in the model (P3L.T1).
-        timed = retime(instance, schedule, time_limit=deadline.left() or 0.0, workers=workers,
-                       seed=options.get("seed", 0), max_computes=options.get("max_computes"),
-                       max_transfers=options.get("max_transfers"))
+        timed = retimed(schedule, time_limit=deadline.left() or 0.0)
         stats["retimed"] = None if timed is None else timed[1]
         if timed is not None and timed[1] < objective:
             schedule, objective = timed

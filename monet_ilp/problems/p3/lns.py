@@ -43,6 +43,7 @@ from monet_ilp.problems.p3.cpsat import DEFAULT_PARAMS, P3CpModel, _baseline
 from monet_ilp.problems.p3.data import (
     DEFAULT_MAX_COMPUTES,
     DEFAULT_MAX_TRANSFERS,
+    P3Data,
     baseline_schedules,
     p3_data,
 )
@@ -125,9 +126,7 @@ def solve_p3_lns(
                          fix="pass a positive step_time and size")
     deadline = Deadline(time_limit)
     began = deadline.started
-    data = p3_data(instance,
-                   max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
-                   max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers)
+    data = _class_data(instance, max_computes, max_transfers)
     floor = backend_floor(instance, deadline)
     stats: dict[str, Any] = {"model": "p3_cpsat", "search": "lns", "hint": "given" if hint is not None else "baseline"}
     start = hint if hint is not None else _baseline(instance)
@@ -148,7 +147,7 @@ def solve_p3_lns(
         stats["stopped"] = str(stop)
         return _result(best_schedule, best_value, floor, stats, f"{stop}; returning the start", "hint")
     proto = built.model.proto
-    incumbent = dict(zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True))
+    incumbent = _hinted(built)
     stats.update(variables=len(proto.variables), build_seconds=round(time.perf_counter() - began, 3))
 
     def read(solver: cp_model.CpSolver) -> tuple[Schedule, int | float | None, dict[int, int]]:
@@ -184,7 +183,7 @@ def solve_p3_lns(
         if other is not None:  # a baseline's decisions as the incumbent
             built.model.clear_hints()  # type: ignore[no-untyped-call]  # OR-Tools leaves it unannotated
             built.add_hint(other)
-            incumbent = dict(zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True))
+            incumbent = _hinted(built)
         # The repair stops at its first solution, with at most REPAIR_SHARE of the time left.
         limit = max(step_time, REPAIR_SHARE * (left or 4 * step_time)) if name == "repair" else step_time
         status, solver = _step(built, incumbent, free, deadline=deadline, step_time=limit, workers=workers,
@@ -247,23 +246,32 @@ def retime(instance: Instance, schedule: Schedule, *, time_limit: float, workers
     solution of the model, so it is a complete hint for CP-SAT (a decoder's schedule,
     timed by the decoder's rules, is not: CP-SAT may find nothing from it)."""
     deadline = Deadline(time_limit)
-    data = p3_data(instance,
-                   max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
-                   max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers)
+    data = _class_data(instance, max_computes, max_transfers)
     try:
         built = P3CpModel(data, deadline=deadline)
         built.add_hint(schedule)
     except OutOfTime:
         return None
-    proto = built.model.proto
-    incumbent = dict(zip(proto.solution_hint.vars, proto.solution_hint.values, strict=True))
-    _, solver = _step(built, incumbent, set(), deadline=deadline, step_time=time_limit, workers=workers,
+    _, solver = _step(built, _hinted(built), set(), deadline=deadline, step_time=time_limit, workers=workers,
                       seed=seed, log=False)
     if solver is None:
         return None
     timed, _ = built.schedule(solver, {"backend": "lns", "model": "p3_cpsat", "retimed": True})
     metrics = evaluate(instance, timed)
     return (metrics.schedule, metrics.objective_value) if metrics.feasible else None
+
+
+def _class_data(instance: Instance, max_computes: int | None, max_transfers: int | None) -> P3Data:
+    """The model's data for class P3.K3 with these limits (the defaults where ``None``)."""
+    return p3_data(instance,
+                   max_computes=DEFAULT_MAX_COMPUTES if max_computes is None else max_computes,
+                   max_transfers=DEFAULT_MAX_TRANSFERS if max_transfers is None else max_transfers)
+
+
+def _hinted(built: P3CpModel) -> dict[int, int]:
+    """The model's hint as an incumbent: variable index -> value."""
+    hint = built.model.proto.solution_hint
+    return dict(zip(hint.vars, hint.values, strict=True))
 
 
 def _result(schedule: Schedule, value: int | float, floor: int | float | None, stats: dict[str, Any],
