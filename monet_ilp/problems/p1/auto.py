@@ -55,9 +55,12 @@ __all__ = ["CPSAT_STAGGER", "LARGE_CELLS", "SMALL_CELLS", "STAGE_CLASS", "Member
 
 #: Up to this many stage cells (PF.S2), ``milp`` and ``cpsat`` run side by side.
 SMALL_CELLS = 8_000
-#: Up to this many, ``milp`` and ``lns``; above it, ``lns`` alone (the stage model's
-#: O(n^2) grid no longer builds in the time and memory a solve has).
-LARGE_CELLS = 150_000
+#: Up to this many, ``milp`` and ``lns``; above it, ``lns`` alone, and the all-schedules
+#: bound gets the MILP's thread: there the stage MILP does not leave its start within a
+#: solve's limit (random DAG n = 250, 62 500 cells, 180 s: 17,811 at 0.8 and 13,421 at 0.9,
+#: its PF.S1 starts, against the LNS's 16,768 and 13,393), and its O(n^2) grid soon no
+#: longer builds in the time and memory a solve has.
+LARGE_CELLS = 40_000
 #: The class the stage members are exact over (``p1_milp.md`` P1M.A1).
 STAGE_CLASS = "Checkmate's stage form (first computations in order, one index-ordered pass per stage)"
 #: The class the LNS searches (``p1_interval.md``).

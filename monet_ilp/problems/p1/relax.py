@@ -530,15 +530,21 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
     """BD.B11, greedily: from the cut ``start``, add the cut that raises the chain's bound
     most among :data:`CHAIN_TRIES` tries, the cuts with the largest BD.B10 value
     (``values``) at least ``n / CHAIN_SPACING`` first computations from every cut of the
-    chain and from each other; stop when none raises it or at the deadline.
+    chain and from each other; at the deadline, or when no try raises it and every try
+    was solved to optimality, stop.
 
-    Each chain is solved by HiGHS with at most :data:`CHAIN_S` seconds, its dual bound
-    kept.  Returns the best chain and its bound (``values[start]`` for the chain of one
-    cut).
+    Each chain is solved by HiGHS with at most :data:`CHAIN_S` seconds at first, its
+    dual bound kept.  When no try raises the bound but some stopped at that limit, the
+    limit doubles and the round runs again, with the chain itself first (twice the
+    limit) when its value is such a cut-short bound: proven, a chain is often worth
+    more, and a longer one may prove above it.  Returns the best chain and its bound
+    (``values[start]`` for the chain of one cut).
     """
     chain: tuple[int, ...] = (start,)
     best = values[start]
     spacing = max(1, data.n // CHAIN_SPACING)
+    limit = CHAIN_S
+    proven = True  # the chain's value is its optimum, not a dual bound cut at the limit
     while not deadline.passed():
         near: list[int] = []  # the best cuts apart from the chain and from each other
         for k in sorted(values, key=lambda k: (-values[k], k)):
@@ -546,17 +552,30 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
                 break
             if all(abs(k - c) >= spacing for c in (*chain, *near)):
                 near.append(k)
-        found = None
-        for k in near:
+        found, found_proven, cut_short = None, False, False
+        for k in ([None] if not proven else []) + near:
             if deadline.passed():
                 break
-            run = run_highs(chain_model(data, (*chain, k)), threads=1, gap_abs=INTEGER_GAP,
-                            deadline=deadline.sub(at_most=CHAIN_S))
+            # The chain again (cut short at ``limit`` when it was linked): twice that.
+            run = run_highs(chain_model(data, chain if k is None else (*chain, k)), threads=1,
+                            gap_abs=INTEGER_GAP, deadline=deadline.sub(at_most=limit * (2 if k is None else 1)))
+            optimal = run.status == "optimal"
+            if k is None:
+                proven = optimal
+                if run.bound is not None:
+                    best = max(best, safe_ceil(run.bound))
+                continue
+            cut_short = cut_short or not optimal
             if run.bound is not None and safe_ceil(run.bound) > best:
-                best, found = safe_ceil(run.bound), k
+                best, found, found_proven = safe_ceil(run.bound), k, optimal
         if found is None:
-            break
+            if not cut_short:
+                # Every try proven: each is at least the chain's optimum, so nothing is left.
+                break
+            limit *= 2
+            continue
         chain = tuple(sorted((*chain, found)))
+        proven = found_proven
     return chain, best
 
 

@@ -16,6 +16,7 @@ from monet_ilp.heuristics.checkpointing import chen_greedy_sequence
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.problems.p1.auto import (
     CPSAT_STAGGER,
+    LARGE_CELLS,
     SMALL_CELLS,
     members_for,
     solve_auto,
@@ -67,6 +68,8 @@ def test_members_are_chosen_by_the_size_of_the_stage_model(random_small):
     assert 0 < cells <= SMALL_CELLS
     assert [m.name for m in members_for(cells, 2, max_computes=None, seed=0)] == ["milp", "cpsat"]
     assert [m.name for m in members_for(SMALL_CELLS + 1, 2, max_computes=None, seed=0)] == ["milp", "lns"]
+    assert [m.name for m in members_for(LARGE_CELLS, 2, max_computes=None, seed=0)] == ["milp", "lns"]
+    assert [m.name for m in members_for(LARGE_CELLS + 1, 2, max_computes=None, seed=0)] == ["lns"]
     assert [m.name for m in members_for(10**9, 4, max_computes=None, seed=0)] == ["lns"]
     chosen = members_for(cells, 4, max_computes=None, seed=0)
     assert {m.name: m.threads for m in chosen} == {"milp": 1, "cpsat": 3}

@@ -16,6 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monet_ilp.engines.deadline import Deadline
 from monet_ilp.engines.highs import run_highs
 from monet_ilp.engines.milp import INTEGER_GAP
 from monet_ilp.errors import MonetError
@@ -24,6 +25,7 @@ from monet_ilp.graph import random_layered, random_layered_literature
 from monet_ilp.graph.analysis import store_all_peak
 from monet_ilp.graph.chain import chain_graph
 from monet_ilp.make import p1_instance
+from monet_ilp.problems.p1 import relax
 from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.problems.p1.relax import (
     HOLDS_FOR,
@@ -31,6 +33,7 @@ from monet_ilp.problems.p1.relax import (
     all_schedules_bound,
     auto_reach,
     boundary_relaxation,
+    chain_bound,
     chain_model,
     closure_model,
     cut_bound,
@@ -133,6 +136,33 @@ def test_closure_bound_brings_back_what_recomputations_read():
     result = solve(instance, "auto", time_limit=10)
     verified(instance, result)
     assert closure.value <= result.objective
+
+
+def test_a_chain_cut_short_runs_again_with_twice_the_time(monkeypatch):
+    """BD.B11: with a first limit far too short for HiGHS, a round that no try raises runs
+    again with the limit doubled, the chain itself first, until every try is proven; the
+    greedy then stops before its deadline, and the bound it returns is its chain's proven
+    optimum, above the best cut's."""
+    instance = p1_instance(random_layered_literature(30, seed=0), 0.8)
+    data = p1_data(instance)
+    values = {k: safe_ceil(run_highs(closure_model(data, k), gap_abs=INTEGER_GAP).bound)
+              for k in cut_bound(data).cuts}
+    start = max(values, key=values.__getitem__)
+    monkeypatch.setattr(relax, "CHAIN_S", 1e-3)
+    statuses: list[str] = []
+
+    def recorded(*args, **kwargs):
+        run = run_highs(*args, **kwargs)
+        statuses.append(run.status)
+        return run
+
+    monkeypatch.setattr(relax, "run_highs", recorded)
+    deadline = Deadline(120)
+    chain, value = chain_bound(data, values, start, deadline)
+    assert not deadline.passed() and len(chain) >= 2
+    assert statuses[0] != "optimal" and statuses[-1] == "optimal"  # cut short, then proven
+    linked = run_highs(chain_model(data, chain), gap_abs=INTEGER_GAP)
+    assert linked.status == "optimal" and value == safe_ceil(linked.bound) > values[start]
 
 
 def test_a_step_that_cannot_fit_is_infeasible_for_every_schedule():
