@@ -552,22 +552,24 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
                 break
             if all(abs(k - c) >= spacing for c in (*chain, *near)):
                 near.append(k)
-        found, found_proven, cut_short = None, False, False
-        for k in ([None] if not proven else []) + near:
+        found: int | None = None
+        found_proven = cut_short = False
+        tries: list[int | None] = [None] if not proven else []
+        for cut in [*tries, *near]:
             if deadline.passed():
                 break
             # The chain again (cut short at ``limit`` when it was linked): twice that.
-            run = run_highs(chain_model(data, chain if k is None else (*chain, k)), threads=1,
-                            gap_abs=INTEGER_GAP, deadline=deadline.sub(at_most=limit * (2 if k is None else 1)))
+            run = run_highs(chain_model(data, chain if cut is None else (*chain, cut)), threads=1,
+                            gap_abs=INTEGER_GAP, deadline=deadline.sub(at_most=limit * (2 if cut is None else 1)))
             optimal = run.status == "optimal"
-            if k is None:
+            if cut is None:
                 proven = optimal
                 if run.bound is not None:
                     best = max(best, safe_ceil(run.bound))
                 continue
             cut_short = cut_short or not optimal
             if run.bound is not None and safe_ceil(run.bound) > best:
-                best, found, found_proven = safe_ceil(run.bound), k, optimal
+                best, found, found_proven = safe_ceil(run.bound), cut, optimal
         if found is None:
             if not cut_short:
                 # Every try proven: each is at least the chain's optimum, so nothing is left.
