@@ -545,7 +545,8 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
     spacing = max(1, data.n // CHAIN_SPACING)
     limit = CHAIN_S
     proven = True  # the chain's value is its optimum, not a dual bound cut at the limit
-    while not deadline.passed():
+    # Within its wrap-up HiGHS gets no time: a round there would only spin.
+    while not deadline.passed(margin=deadline.wrap_up + 0.1):
         near: list[int] = []  # the best cuts apart from the chain and from each other
         for k in sorted(values, key=lambda k: (-values[k], k)):
             if len(near) == CHAIN_TRIES or values[k] <= 0:
@@ -556,7 +557,7 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
         found_proven = cut_short = False
         tries: list[int | None] = [None] if not proven else []
         for cut in [*tries, *near]:
-            if deadline.passed():
+            if deadline.passed(margin=deadline.wrap_up + 0.1):
                 break
             # The chain again (cut short at ``limit`` when it was linked): twice that.
             run = run_highs(chain_model(data, chain if cut is None else (*chain, cut)), threads=1,
