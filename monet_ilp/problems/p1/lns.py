@@ -455,11 +455,16 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
     data = im.data
     length = max(MIN_WINDOW, window)
     done = 0
+    # P1I.L1: the windows proven optimal for this plan; a recomputation inside one at least
+    # as long as the next window is settled, and the draw leaves it out.
+    settled: list[tuple[int, int]] = []
     while ((steps is None or done < steps) and not deadline.passed(margin=0.05)
            and not (interrupt is not None and interrupt())):
         if deadline.left() is None and steps is None and length >= len(plan) and done > 0:
             break  # unlimited, and the whole plan was searched without a proof: stop
-        first, last = _window(plan, data, min(length, len(plan)), rng)
+        while length < len(plan) and not _unsettled(plan, settled, length):
+            length = _next_length(length, "OPTIMAL", False)  # every one settled: longer windows
+        first, last = _window(plan, data, min(length, len(plan)), rng, settled)
         began = time.perf_counter()
         status, found = _solve_window(im, plan, first, last, slack, deadline=deadline,
                                       step_time=step_time, seed=seed + done, workers=workers,
@@ -471,9 +476,12 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
         better = found is not None and found.cost < plan.cost
         if found is not None and (better or (found.cost == plan.cost and found.peak < plan.peak)):
             plan = found
+            settled.clear()
             if better:
                 # P1I.L0: the step may have freed memory that a recomputation elsewhere was for.
                 plan = prune(data, plan, deadline=deadline)
+        elif status == "OPTIMAL":
+            settled.append((first, last))
         if status == "OPTIMAL" and whole:
             return plan, True
         length = _next_length(length, status, better)
@@ -599,11 +607,19 @@ def _next_length(length: int, status: str, better: bool) -> int:
     return length if better else max(MIN_WINDOW, int(length * 0.8))
 
 
-def _window(plan: Plan, data: P1Data, length: int, rng: random.Random) -> tuple[int, int]:
+def _unsettled(plan: Plan, settled: list[tuple[int, int]], length: int) -> list[int]:
+    """The recomputed positions of ``plan`` in no window of ``settled`` (proven optimal
+    for this plan) of at least ``length`` positions (P1I.L1)."""
+    long = [(a, b) for a, b in settled if b - a + 1 >= length]
+    return [k for k, j in enumerate(plan.copy) if j > 0 and not any(a <= k <= b for a, b in long)]
+
+
+def _window(plan: Plan, data: P1Data, length: int, rng: random.Random,
+            settled: list[tuple[int, int]] | None = None) -> tuple[int, int]:
     """P1I.L1: ``length`` consecutive positions, around a recomputation when there is one
-    (only there can the cost fall), the centre drawn among them in proportion to what
-    the recomputation costs (plus one)."""
-    recomputed = [k for k, j in enumerate(plan.copy) if j > 0]
+    (only there can the cost fall) that no window of ``settled`` as long holds, the
+    centre drawn among them in proportion to what the recomputation costs (plus one)."""
+    recomputed = _unsettled(plan, settled or [], length) or [k for k, j in enumerate(plan.copy) if j > 0]
     if not recomputed:
         return _around(rng.randrange(len(plan)), length, len(plan), rng)
     weights = [data.cost[plan.nodes[k]] + 1 for k in recomputed]

@@ -3,6 +3,8 @@ anytime, never worse than its start, deterministic per seed, exact on a whole-pl
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from monet_ilp.errors import MonetError
@@ -13,8 +15,9 @@ from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.heuristics.starts import feasible_first
 from monet_ilp.make import p1_instance
 from monet_ilp.problems.p1.cpsat import min_budget_cpsat
-from monet_ilp.problems.p1.interval import solve_interval
-from monet_ilp.problems.p1.lns import Offers, lowest_peak, solve_lns
+from monet_ilp.problems.p1.data import p1_data
+from monet_ilp.problems.p1.interval import plan_of_sequence, solve_interval
+from monet_ilp.problems.p1.lns import Offers, _unsettled, _window, lowest_peak, solve_lns
 from monet_ilp.problems.p1.relax import all_schedules_bound
 from monet_ilp.solve import Status, solve
 from tests.conftest import verified
@@ -42,6 +45,27 @@ def test_lns_is_deterministic_per_seed(medium):
     runs = [solve_lns(medium, time_limit=60, steps=3, window=20, seed=3) for _ in range(2)]
     assert runs[0].objective == runs[1].objective
     assert runs[0].schedule.steps == runs[1].schedule.steps
+
+
+def test_a_window_proven_for_the_plan_settles_its_recomputations(medium):
+    """P1I.L1: a recomputation inside a window proven optimal for the plan, at least as
+    long as the next one, is not drawn again; with every one settled the draw falls back
+    on all of them (the LNS then lengthens its windows first)."""
+    data = p1_data(medium)
+    plan = plan_of_sequence(data, repair_sequence(medium))
+    recomputed = [k for k, j in enumerate(plan.copy) if j > 0]
+    k = recomputed[len(recomputed) // 2]
+    settled = [(k - 10, k + 10)]
+    assert k not in _unsettled(plan, settled, 21) and k in _unsettled(plan, settled, 22)
+    rng = random.Random(0)
+    for _ in range(50):
+        first, last = _window(plan, data, 16, rng, settled)
+        assert last - first + 1 == 16
+        assert any(plan.copy[i] > 0 and not k - 10 <= i <= k + 10 for i in range(first, last + 1))
+    everything = [(0, len(plan) - 1)]
+    assert _unsettled(plan, everything, 16) == []
+    first, last = _window(plan, data, 16, rng, everything)
+    assert any(plan.copy[i] > 0 for i in range(first, last + 1))
 
 
 def test_a_window_over_the_whole_plan_proves_the_class_optimum():
