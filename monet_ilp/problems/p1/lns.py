@@ -462,7 +462,7 @@ def lns_steps(im: IntervalModel, plan: Plan, *, deadline: Deadline, window: int,
            and not (interrupt is not None and interrupt())):
         if deadline.left() is None and steps is None and length >= len(plan) and done > 0:
             break  # unlimited, and the whole plan was searched without a proof: stop
-        while length < len(plan) and not _unsettled(plan, settled, length):
+        while length < min(len(plan), MAX_WINDOW) and not _unsettled(plan, settled, length):
             length = _next_length(length, "OPTIMAL", False)  # every one settled: longer windows
         first, last = _window(plan, data, min(length, len(plan)), rng, settled)
         began = time.perf_counter()

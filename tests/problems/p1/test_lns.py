@@ -14,6 +14,7 @@ from monet_ilp.heuristics.evict import evict_sequence
 from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.heuristics.starts import feasible_first
 from monet_ilp.make import p1_instance
+from monet_ilp.problems.p1 import lns as lns_module
 from monet_ilp.problems.p1.cpsat import min_budget_cpsat
 from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.problems.p1.interval import plan_of_sequence, solve_interval
@@ -66,6 +67,15 @@ def test_a_window_proven_for_the_plan_settles_its_recomputations(medium):
     assert _unsettled(plan, everything, 16) == []
     first, last = _window(plan, data, 16, rng, everything)
     assert any(plan.copy[i] > 0 for i in range(first, last + 1))
+
+
+def test_with_every_recomputation_settled_at_the_longest_window_the_steps_go_on(medium, monkeypatch):
+    """P1I.L1/L4: windows stop growing at MAX_WINDOW; once every recomputation is settled
+    there, the draw falls back on all of them and the run still takes its steps."""
+    monkeypatch.setattr(lns_module, "MAX_WINDOW", 10)
+    result = solve_lns(medium, time_limit=120, steps=60, window=8, seed=0)
+    verified(medium, result)
+    assert result.stats["steps"] == 60 and result.stats["last_window"] <= 10
 
 
 def test_a_window_over_the_whole_plan_proves_the_class_optimum():
