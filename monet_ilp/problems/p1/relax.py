@@ -545,32 +545,35 @@ def chain_bound(data: P1Data, values: dict[int, int], start: int, deadline: Dead
     spacing = max(1, data.n // CHAIN_SPACING)
     limit = CHAIN_S
     proven = True  # the chain's value is its optimum, not a dual bound cut at the limit
+
+    def solved(cuts: tuple[int, ...], seconds: float) -> tuple[int | None, bool]:
+        """HiGHS on the chain of ``cuts`` for at most ``seconds``: its dual bound rounded
+        up (``None`` without one), and whether it is proven."""
+        run = run_highs(chain_model(data, cuts), threads=1, gap_abs=INTEGER_GAP,
+                        deadline=deadline.sub(at_most=seconds))
+        return (None if run.bound is None else safe_ceil(run.bound)), run.status == "optimal"
+
     # Within its wrap-up HiGHS gets no time: a round there would only spin.
-    while not deadline.passed(margin=deadline.wrap_up + 0.1):
+    margin = deadline.wrap_up + 0.1
+    while not deadline.passed(margin=margin):
         near: list[int] = []  # the best cuts apart from the chain and from each other
         for k in sorted(values, key=lambda k: (-values[k], k)):
             if len(near) == CHAIN_TRIES or values[k] <= 0:
                 break
             if all(abs(k - c) >= spacing for c in (*chain, *near)):
                 near.append(k)
+        if not proven:  # linked on a bound cut short at ``limit``: the chain again, with twice that
+            value, proven = solved(chain, 2 * limit)
+            best = max(best, value or 0)
         found: int | None = None
         found_proven = cut_short = False
-        tries: list[int | None] = [None] if not proven else []
-        for cut in [*tries, *near]:
-            if deadline.passed(margin=deadline.wrap_up + 0.1):
+        for k in near:
+            if deadline.passed(margin=margin):
                 break
-            # The chain again (cut short at ``limit`` when it was linked): twice that.
-            run = run_highs(chain_model(data, chain if cut is None else (*chain, cut)), threads=1,
-                            gap_abs=INTEGER_GAP, deadline=deadline.sub(at_most=limit * (2 if cut is None else 1)))
-            optimal = run.status == "optimal"
-            if cut is None:
-                proven = optimal
-                if run.bound is not None:
-                    best = max(best, safe_ceil(run.bound))
-                continue
+            value, optimal = solved((*chain, k), limit)
             cut_short = cut_short or not optimal
-            if run.bound is not None and safe_ceil(run.bound) > best:
-                best, found, found_proven = safe_ceil(run.bound), cut, optimal
+            if value is not None and value > best:
+                best, found, found_proven = value, k, optimal
         if found is None:
             if not cut_short:
                 # Every try proven: each is at least the chain's optimum, so nothing is left.
