@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import verified
-from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
+from monet_ilp.problems.p3.cpsat import SMALL_OPS, solve_p3_cpsat
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.problems.p3.descent import descend
 from monet_ilp.problems.p3.lns import retime, solve_p3_lns
@@ -36,8 +36,9 @@ if TYPE_CHECKING:
 
 __all__ = ["CPSAT_SHARE", "DESCENT_AT_MOST", "DESCENT_SHARE", "LNS_MIN_OPS", "solve_p3_auto"]
 
-#: Up to this many ops the whole model gets the whole time (P3A.1).
-LNS_MIN_OPS = 40
+#: Up to this many ops the whole model gets the whole time (P3A.1), with the search CP-SAT
+#: proves small graphs with (``cpsat.SMALL_PARAMS``).
+LNS_MIN_OPS = SMALL_OPS
 #: P3A.2: above it, the share of the time (at most this many seconds) for the descent over
 #: cores, pins and policies (``descent.py``) before CP-SAT.
 DESCENT_SHARE = 0.1

@@ -48,12 +48,21 @@ from monet_ilp.schedule import Schedule, Sequence
 if TYPE_CHECKING:
     from monet_ilp.schedule import OpRun, Transfer
 
-__all__ = ["P3CpModel", "solve_p3_cpsat"]
+__all__ = ["DEFAULT_PARAMS", "SMALL_OPS", "SMALL_PARAMS", "P3CpModel", "solve_p3_cpsat"]
 
 #: CP-SAT's objective lower-bound search joins the portfolio (as for P1): on mlp depth 8
 #: it raised the 45 s bound from 367 464 to 384 660 cycles on 2 cores, and on hetero_quad
 #: it found 173 175 instead of 229 067 with a bound of 141 257 instead of 126 635.
 DEFAULT_PARAMS: dict[str, Any] = {"extra_subsolvers": ["objective_lb_search"]}
+#: Up to this many ops (the graphs ``auto`` leaves to CP-SAT alone, P3A.1) the full-problem
+#: worker is CP-SAT's search without LP instead (:data:`SMALL_PARAMS`, ``p3_cpsat.md``
+#: "Search"): there optima are proven by closing the search under the incumbent, which the
+#: lower-bound search does not use.  mlp depth 4 on hetero_quad, latency, 2 workers, 60 s:
+#: proven in 16-56 s in 6 runs of 6, where the lower-bound search proved 0 of 4
+#: (bounds 89,195-90,618 against 91,255).  From mlp depth 8 (51 ops) on, the lower-bound
+#: search's bound is the higher one (edge_tpu 2x1, 45 s: 388,988 against 367,465).
+SMALL_OPS = 40
+SMALL_PARAMS: dict[str, Any] = {"extra_subsolvers": ["no_lp"]}
 
 #: A literal of the model, or the constant 1 where the model fixes it (a first run, a
 #: run with one way to run, a mandatory copy).
@@ -823,8 +832,11 @@ def solve_p3_cpsat(
     proto = built.model.proto
     stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
 
+    defaults = SMALL_PARAMS if len(instance.graph.ops) <= SMALL_OPS else DEFAULT_PARAMS
+    # The extra full-problem search (the caller's params win over the defaults).
+    stats["search"] = ", ".join({**defaults, **(params or {})}["extra_subsolvers"])
     run = run_cpsat(built.model, deadline=deadline, workers=workers, seed=seed, log=log,
-                    params=params, defaults=DEFAULT_PARAMS)
+                    params=params, defaults=defaults)
     solver, code = run.solver, run.status
     stats.update(solver_status=run.status_name, solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))

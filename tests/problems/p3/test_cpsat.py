@@ -196,3 +196,22 @@ def test_interchangeable_cores_put_the_first_op_on_the_first_core_and_map_the_hi
     assert result.status is Status.OPTIMAL
     assert {r.core for r in result.schedule.ops if r.op == first_op} == {"pe_0"}
     assert result.objective == solve(inst, "milp", time_limit=60).objective
+
+
+def test_small_graphs_prove_with_the_search_without_lp_larger_ones_keep_the_lower_bound_search():
+    """p3_cpsat.md, "Search": up to SMALL_OPS ops the full-problem worker is CP-SAT's search
+    without LP (it proves small optima under the incumbent); above, the objective
+    lower-bound search, whose bound is the higher one there.  A caller's params win."""
+    from monet_ilp.problems.p3.cpsat import SMALL_OPS
+
+    inst = small(depth=2)
+    assert len(inst.graph.ops) <= SMALL_OPS
+    result = solved(inst, time_limit=60, workers=2)
+    assert result.stats["search"] == "no_lp" and result.status is Status.OPTIMAL
+    # The same optimum with the lower-bound search, asked for by name.
+    other = solved(inst, time_limit=60, workers=2, params={"extra_subsolvers": ["objective_lb_search"]})
+    assert other.status is Status.OPTIMAL and other.objective == result.objective
+    assert other.stats["search"] == "objective_lb_search"
+    large = small(depth=8)
+    assert len(large.graph.ops) > SMALL_OPS
+    assert solved(large, time_limit=5, workers=2).stats["search"] == "objective_lb_search"
