@@ -15,7 +15,7 @@ from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.make import make_instance
-from monet_ilp.problems.p3.cpsat import P3CpModel, solve_p3_cpsat
+from monet_ilp.problems.p3.cpsat import SMALL_OPS, P3CpModel, solve_p3_cpsat
 from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.problems.p3.milp.symmetry import core_automorphisms, first_core_excluded
 from monet_ilp.schedule import load_schedule
@@ -202,8 +202,6 @@ def test_small_graphs_prove_with_the_search_without_lp_larger_ones_keep_the_lowe
     """p3_cpsat.md, "Search": up to SMALL_OPS ops the full-problem worker is CP-SAT's search
     without LP (it proves small optima under the incumbent); above, the objective
     lower-bound search, whose bound is the higher one there.  A caller's params win."""
-    from monet_ilp.problems.p3.cpsat import SMALL_OPS
-
     inst = small(depth=2)
     assert len(inst.graph.ops) <= SMALL_OPS
     result = solved(inst, time_limit=60, workers=2)
