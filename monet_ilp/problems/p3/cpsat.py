@@ -59,7 +59,7 @@ DEFAULT_PARAMS: dict[str, Any] = {"extra_subsolvers": ["objective_lb_search"]}
 #: "Search"): there optima are proven by closing the search under the incumbent, which the
 #: lower-bound search does not use.  mlp depth 4 on hetero_quad, latency, 2 workers, 60 s:
 #: proven in 16-56 s in 6 runs of 6, where the lower-bound search proved 0 of 6
-#: (bounds 89,434-90,618 against 91,255).  From mlp depth 8 (51 ops) on, the lower-bound
+#: (bounds 89,434-90,618 against 91,255).  From mlp depth 8 (47 ops) on, the lower-bound
 #: search's bound is the higher one (edge_tpu 2x1, 45 s: 388,988 against 367,465).
 SMALL_OPS = 40
 SMALL_PARAMS: dict[str, Any] = {"extra_subsolvers": ["no_lp"]}
