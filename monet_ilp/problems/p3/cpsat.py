@@ -833,11 +833,11 @@ def solve_p3_cpsat(
     stats.update(variables=len(proto.variables), constraints=len(proto.constraints))
 
     defaults = SMALL_PARAMS if len(instance.graph.ops) <= SMALL_OPS else DEFAULT_PARAMS
-    # The extra full-problem search (the caller's params win over the defaults).
-    stats["search"] = ", ".join({**defaults, **(params or {})}["extra_subsolvers"])
     run = run_cpsat(built.model, deadline=deadline, workers=workers, seed=seed, log=log,
                     params=params, defaults=defaults)
     solver, code = run.solver, run.status
+    # The extra full-problem search, as the solver was set up (the caller's params win).
+    stats["search"] = ", ".join(solver.parameters.extra_subsolvers)
     stats.update(solver_status=run.status_name, solve_seconds=round(solver.wall_time, 3),
                  build_seconds=round(time.perf_counter() - began - solver.wall_time, 3))
     if code == cp_model.INFEASIBLE:
