@@ -25,14 +25,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from monet_ilp.engines.highs import run_highs
-from monet_ilp.engines.milp import RowModel, safe_ceil
+from monet_ilp.engines.milp import RowModel, SparseMilp, safe_ceil
 
 if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
     from monet_ilp.problems.p3.data import P3Data
 
-__all__ = ["PlacementBound", "latency_floor", "pin_room", "pinned_path_bound", "placement_path_bound",
+__all__ = ["PLAIN_SHARE", "TAIL_TERMS", "PlacementBound", "latency_floor", "pin_room", "pinned_path_bound", "placement_path_bound",
            "work_bound"]
+
+
+#: BD.B12: the share of the time left that the MILP without BD.B12.10's rows gets first.
+PLAIN_SHARE = 0.5
+#: BD.B12.10: about the most (op, descendant) pairs the tail rows take, over all SRAMs.
+TAIL_TERMS = 400_000
 
 
 def work_bound(data: P3Data) -> int:
@@ -127,7 +133,7 @@ class PlacementBound:
     rows: int
 
 
-def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> PlacementBound:
+def placement_path_bound(data: P3Data, deadline: Deadline | None = None, *, tails: bool = True) -> PlacementBound:
     """BD.B12: the latency MILP over the pins and the SRAM of each op's runs.
 
     Notation of ``formulations/bounds.md`` (BD.B12): for op ``v`` and SRAM ``m`` of one
@@ -141,6 +147,30 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> Plac
     optimum and the MILP's dual bound by ``deadline``, rounded up.
     """
     began = time.perf_counter()
+    plain = _placement_model(data, tails=False)
+    tailed = _placement_model(data, tails=True) if tails else plain
+    best: tuple[int, str] | None = None
+
+    def take(value: float | None, method: str) -> None:
+        nonlocal best
+        if value is not None and math.isfinite(value) and (best is None or safe_ceil(value) > best[0]):
+            best = (safe_ceil(value), method)
+
+    lp = run_highs(tailed, relax=True, deadline=deadline)  # BD.B12.10's rows only add to the LP
+    if lp.status == "optimal":
+        take(lp.objective, "lp")
+    # The plain model often proves its optimum at once; BD.B12.10 then gets what it left.
+    for milp, share in ((plain, PLAIN_SHARE), (tailed, 1.0)) if tails else ((plain, 1.0),):
+        if deadline is not None and deadline.passed():
+            break
+        run = run_highs(milp, deadline=None if deadline is None else deadline.sub(share), gap_abs=0.5)
+        take(run.bound, "milp" if run.status == "optimal" else "milp-bound")
+    return PlacementBound(None if best is None else best[0], "none" if best is None else best[1],
+                          round(time.perf_counter() - began, 3), tailed.num_cols, tailed.num_rows)
+
+
+def _placement_model(data: P3Data, *, tails: bool) -> SparseMilp:
+    """BD.B12's MILP (rows BD.B12.1-B12.9), with BD.B12.10's tail rows when ``tails``."""
     srams = list(dict.fromkeys(data.memory_of[c] for c in data.cores))
     per_sram = {m: sum(1 for c in data.cores if data.memory_of[c] == m) for m in srams}
     model = RowModel()
@@ -157,6 +187,7 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> Plac
     ran: dict[tuple[int, str], int] = {}
     path: dict[tuple[int, str], int] = {}
     duration: list[dict[int, float]] = []
+    busy_on: dict[tuple[int, str], dict[int, float]] = {}  # -(BD.B12.9's terms of v on m)
     for op in data.ops:
         v = op.index
         fastest: dict[str, int] = {}
@@ -187,6 +218,7 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> Plac
                 busy[q] = float(saving)
             for j, weight in busy.items():
                 work[m][j] = work[m].get(j, 0.0) + weight
+            busy_on[v, m] = busy
             if footprint:  # BD.B12.8 the largest footprint on m
                 model.row({largest[m]: 1.0, h: -footprint}, 0.0, math.inf)
         model.row({path[v, m]: 1.0 for m in fastest}, 1.0, 1.0)  # BD.B12.2 R_v on one SRAM
@@ -198,6 +230,15 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> Plac
                 for m in fastest:
                     if m != home:
                         model.row({ran[v, m]: 1.0, pin[p, home]: 1.0}, -math.inf, 1.0)
+    if tails:
+        for w, after in _descendants(data, TAIL_TERMS // max(1, 2 * len(srams))):
+            for m in srams:  # BD.B12.10 every run of a descendant of w starts after E_w
+                row = {latency: float(per_sram[m]), end[w]: -float(per_sram[m])}
+                for v in after:
+                    for j, c in busy_on.get((v, m), {}).items():
+                        row[j] = row.get(j, 0.0) + c
+                if len(row) > 2:
+                    model.row(row, 0.0, math.inf)
     for m in srams:
         model.row({**{j: float(data.persistent[p].bytes) for (p, mm), j in pin.items() if mm == m},
                    largest[m]: 1.0}, -math.inf, float(data.capacity[m]))  # BD.B12.8
@@ -226,14 +267,27 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None) -> Plac
             model.row({**start, end[w]: -1.0}, 0.0, math.inf)  # BD.B12.5
         model.row(start, float(earliest), math.inf)
         model.row({latency: 1.0, end[v]: -1.0}, 0.0, math.inf)  # BD.B12.7
-    milp = model.milp()
-    best: tuple[int, str] | None = None
-    lp = run_highs(milp, relax=True, deadline=deadline)
-    if lp.status == "optimal" and lp.objective is not None:
-        best = (safe_ceil(lp.objective), "lp")
-    if deadline is None or not deadline.passed():
-        run = run_highs(milp, deadline=deadline, gap_abs=0.5)
-        if run.bound is not None and math.isfinite(run.bound) and (best is None or safe_ceil(run.bound) >= best[0]):
-            best = (safe_ceil(run.bound), "milp" if run.status == "optimal" else "milp-bound")
-    return PlacementBound(None if best is None else best[0], "none" if best is None else best[1],
-                          round(time.perf_counter() - began, 3), milp.num_cols, milp.num_rows)
+    return model.milp()
+
+
+def _descendants(data: P3Data, terms: int) -> list[tuple[int, list[int]]]:
+    """Each op with its descendants over item reads and ``after`` (BD.B12.10), at most
+    about ``terms`` of them in all: past that, the ops are taken evenly over the
+    instance's (topological) order."""
+    n = len(data.ops)
+    ancestors = [0] * n
+    for op in data.ops:  # the instance order is topological
+        bits = 0
+        for w in {*op.after, *(data.items[i].producer for i in op.reads)} - {None}:
+            bits |= ancestors[w] | (1 << w)
+        ancestors[op.index] = bits
+    below: list[list[int]] = [[] for _ in range(n)]
+    for v in range(n):
+        bits = ancestors[v]
+        while bits:
+            low = bits & -bits
+            below[low.bit_length() - 1].append(v)
+            bits ^= low
+    total = sum(len(after) for after in below)
+    step = max(1, math.ceil(total / terms)) if terms > 0 else n + 1
+    return [(w, below[w]) for w in range(0, n, step) if below[w]]
