@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import verified
+from monet_ilp.problems.p3.bounds import backend_floor
 from monet_ilp.problems.p3.cpsat import SMALL_OPS, solve_p3_cpsat
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.problems.p3.descent import descend
@@ -84,7 +85,7 @@ def solve_p3_auto(
         CP-SAT's result when it proves its answer or runs alone; otherwise the cheapest
         of CP-SAT's, the descent's and the LNS's schedules (the LNS starts from the better
         of the first two, so it is never worse) with the better of CP-SAT's bound and
-        the LNS's combinatorial one.  ``stats["members"]`` gives each phase's status,
+        the LNS's combinatorial one.  ``stats["members"]`` gives each phase's status (and the floor's),
         objective, bound and seconds.
     """
     deadline = Deadline(time_limit)
@@ -92,6 +93,10 @@ def solve_p3_auto(
                and set(options) <= _SAME_CLASS)
     members: dict[str, Any] = {}
     found = None
+    # P3A.2: the bound over every schedule once, for CP-SAT's result and the LNS's.
+    floor = backend_floor(instance, deadline) if lns_too else None
+    if lns_too:
+        members["floor"] = {"bound": floor, "seconds": round(deadline.elapsed(), 3)}
     # P3L.T1 in the class the other phases search.
     retimed = partial(retime, instance, workers=workers, seed=options.get("seed", 0),
                       max_computes=options.get("max_computes"), max_transfers=options.get("max_transfers"))
@@ -115,7 +120,7 @@ def solve_p3_auto(
     # P3A.3: CP-SAT on the whole model, hinted with the descent's schedule.
     left = deadline.left()
     first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
-                           workers=workers, hint=hint, **options)
+                           workers=workers, hint=hint, floor=floor, **options)
     members["cpsat"] = _summary(first, deadline, "cpsat")
     first = replace(first, stats={**first.stats, "members": dict(members)}, source=first.source or "cpsat")
     if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
@@ -129,7 +134,7 @@ def solve_p3_auto(
     # P3A.5: the LNS leaves RETIME_SHARE of its time to retime the best schedule.
     reserve = RETIME_SHARE * (deadline.left() or 0.0)
     second = solve_p3_lns(instance, time_limit=max(0.0, (deadline.left() or 0.0) - reserve), workers=workers,
-                          hint=start, **same)
+                          hint=start, floor=floor, **same)
     members["lns"] = _summary(second, deadline, "lns")
     bound = max((b for b in (first.bound, second.bound) if b is not None), default=None)
     stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),

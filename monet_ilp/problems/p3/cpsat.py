@@ -763,6 +763,7 @@ def solve_p3_cpsat(
     log: bool = False,
     seed: int = 0,
     params: dict[str, Any] | None = None,
+    floor: int | float | None = None,
     **options: Any,
 ) -> BackendResult:
     """Solve a P3 instance (joint allocation, remat, offload, pinning) with CP-SAT.
@@ -785,6 +786,9 @@ def solve_p3_cpsat(
         means the default.
     log, seed, params
         CP-SAT's search log, random seed, and extra ``SatParameters`` fields.
+    floor
+        :func:`~monet_ilp.problems.p3.bounds.backend_floor` already computed for this
+        instance by the caller (``auto``); ``None``: computed here.
 
     Returns
     -------
@@ -819,7 +823,8 @@ def solve_p3_cpsat(
         stats["hint"] = "given"
     if isinstance(start, Sequence):
         start = evaluate(instance, start).schedule
-    floor = backend_floor(instance, deadline)  # BD.B1-B6 and BD.E of bounds.md hold for every schedule
+    if floor is None:  # BD.B1-B6, BD.B9, BD.B12 and BD.E of bounds.md hold for every schedule
+        floor = backend_floor(instance, deadline)
     try:
         built = P3CpModel(data, deadline=deadline)
         if start is not None:

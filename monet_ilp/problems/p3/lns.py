@@ -83,6 +83,7 @@ def solve_p3_lns(
     max_computes: int | None = None,
     max_transfers: int | None = None,
     log: bool = False,
+    floor: int | float | None = None,
     **options: Any,
 ) -> BackendResult:
     """Improve a P3 schedule by re-solving neighbourhoods of it with CP-SAT (module docstring).
@@ -108,6 +109,9 @@ def solve_p3_lns(
         Seeds the neighbourhoods and CP-SAT.
     max_computes, max_transfers
         The class P3.K3 of the model (``p3_problem.md``).
+    floor
+        :func:`~monet_ilp.problems.p3.bounds.backend_floor` already computed for this
+        instance by the caller (``auto``); ``None``: computed here.
 
     Returns
     -------
@@ -127,7 +131,8 @@ def solve_p3_lns(
     deadline = Deadline(time_limit)
     began = deadline.started
     data = _class_data(instance, max_computes, max_transfers)
-    floor = backend_floor(instance, deadline)
+    if floor is None:
+        floor = backend_floor(instance, deadline)
     stats: dict[str, Any] = {"model": "p3_cpsat", "search": "lns", "hint": "given" if hint is not None else "baseline"}
     start = hint if hint is not None else _baseline(instance)
     if start is None:
