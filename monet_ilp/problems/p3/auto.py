@@ -4,7 +4,8 @@
 gets the whole time: it proves optima there.  Above :data:`LNS_MIN_OPS` ops, under a
 time limit, the descent over cores, pins and policies
 (:func:`~monet_ilp.problems.p3.descent.descend`) first gets :data:`DESCENT_SHARE` of the
-time from the list-scheduling baselines (and the caller's hint); CP-SAT on the whole
+time from the list-scheduling baselines (and the caller's hint), while HiGHS computes the
+bound over every schedule on a thread beside it (:data:`FLOOR_SHARE`); CP-SAT on the whole
 model, hinted with the descent's schedule, gets :data:`CPSAT_SHARE` of the rest; when it
 proves nothing, the LNS (:func:`~monet_ilp.problems.p3.lns.solve_p3_lns`) starts from the
 better of the two schedules and spends what is left, less the time to retime the best
@@ -17,13 +18,15 @@ what they return; a descent's schedule that the LNS's check finds outside the cl
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import verified
-from monet_ilp.problems.p3.bounds import backend_floor
+from monet_ilp.problems.p3.bounds import combinatorial_bound
 from monet_ilp.problems.p3.cpsat import SMALL_OPS, solve_p3_cpsat
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.problems.p3.descent import descend
@@ -32,10 +35,13 @@ from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Schedule
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Sequence
 
-__all__ = ["CPSAT_SHARE", "DESCENT_AT_MOST", "DESCENT_SHARE", "LNS_MIN_OPS", "solve_p3_auto"]
+__all__ = ["CPSAT_SHARE", "DESCENT_AT_MOST", "DESCENT_SHARE", "FLOOR_AT_MOST", "FLOOR_SHARE", "LNS_MIN_OPS",
+           "solve_p3_auto"]
 
 #: Up to this many ops the whole model gets the whole time (P3A.1), with the search CP-SAT
 #: proves small graphs with (``cpsat.SMALL_PARAMS``).
@@ -47,6 +53,11 @@ DESCENT_AT_MOST = 15.0
 #: P3A.2, P3A.5: the share of the time left that the retiming of the descent's schedule,
 #: and that of the best schedule at the end, may take.
 RETIME_SHARE = 0.05
+#: P3A.2: the share of the time (at most this many seconds) for the floor over every
+#: schedule (``bounds.backend_floor``'s bounds, BD.B12 on latency, BD.E on energy), on a
+#: thread beside the descent.
+FLOOR_SHARE = 0.2
+FLOOR_AT_MOST = 30.0
 #: P3A.3: the share of the time left after the descent that the whole model gets before
 #: the LNS takes over.
 CPSAT_SHARE = 0.5
@@ -93,30 +104,35 @@ def solve_p3_auto(
                and set(options) <= _SAME_CLASS)
     members: dict[str, Any] = {}
     found = None
-    # P3A.2: the bound over every schedule once, for CP-SAT's result and the LNS's.
-    floor = backend_floor(instance, deadline) if lns_too else None
-    if lns_too:
-        members["floor"] = {"bound": floor, "seconds": round(deadline.elapsed(), 3)}
+    floor = None
     # P3L.T1 in the class the other phases search.
     retimed = partial(retime, instance, workers=workers, seed=options.get("seed", 0),
                       max_computes=options.get("max_computes"), max_transfers=options.get("max_transfers"))
-    if lns_too:  # P3A.2: the descent over cores, pins and policies, from the hint and the baselines
-        starts = [hint] if isinstance(hint, Schedule) else []
-        starts += [schedule for ok, _, schedule in baseline_schedules(instance) if ok][:2]
-        found = descend(instance, starts, deadline=deadline.sub(DESCENT_SHARE, at_most=DESCENT_AT_MOST),
-                        seed=options.get("seed", 0), max_computes=options.get("max_computes"),
-                        max_transfers=options.get("max_transfers"))
-        members["descent"] = {"objective": None if found is None else found.value,
-                              "moves": None if found is None else f"{found.taken} of {found.tried}"}
-        if found is not None:
-            # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
-            timed = retimed(found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0))
-            members["descent"]["retimed"] = None if timed is None else timed[1]
-            if timed is not None:
-                hint = timed[0]
-                if timed[1] < found.value:
-                    found = replace(found, schedule=timed[0], value=timed[1])
-        members["descent"]["seconds"] = round(deadline.elapsed(), 3)
+    if lns_too:
+        # P3A.2: the bound over every schedule, once, for CP-SAT's result and the LNS's:
+        # HiGHS on a thread of its own while the descent (Python, one core) runs.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            floor_job = pool.submit(_timed, combinatorial_bound, instance,
+                                    relaxation_limit=deadline.solver_limit(FLOOR_SHARE, at_most=FLOOR_AT_MOST))
+            # P3A.2: the descent over cores, pins and policies, from the hint and the baselines.
+            starts = [hint] if isinstance(hint, Schedule) else []
+            starts += [schedule for ok, _, schedule in baseline_schedules(instance) if ok][:2]
+            found = descend(instance, starts, deadline=deadline.sub(DESCENT_SHARE, at_most=DESCENT_AT_MOST),
+                            seed=options.get("seed", 0), max_computes=options.get("max_computes"),
+                            max_transfers=options.get("max_transfers"))
+            members["descent"] = {"objective": None if found is None else found.value,
+                                  "moves": None if found is None else f"{found.taken} of {found.tried}"}
+            if found is not None:
+                # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
+                timed = retimed(found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0))
+                members["descent"]["retimed"] = None if timed is None else timed[1]
+                if timed is not None:
+                    hint = timed[0]
+                    if timed[1] < found.value:
+                        found = replace(found, schedule=timed[0], value=timed[1])
+            members["descent"]["seconds"] = round(deadline.elapsed(), 3)
+            floor, seconds = floor_job.result()
+        members["floor"] = {"bound": floor, "seconds": seconds}
     # P3A.3: CP-SAT on the whole model, hinted with the descent's schedule.
     left = deadline.left()
     first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
@@ -168,6 +184,13 @@ def solve_p3_auto(
     proven = bound is not None and objective is not None and objective <= bound
     return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
                          objective if proven else bound, message, stats, source=source)
+
+
+def _timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:
+    """``call``'s value and its seconds."""
+    began = time.perf_counter()
+    value = call(*args, **kwargs)
+    return value, round(time.perf_counter() - began, 3)
 
 
 def _summary(result: BackendResult, deadline: Deadline, name: str) -> dict[str, Any]:

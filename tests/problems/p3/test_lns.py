@@ -109,7 +109,7 @@ def test_bad_options_and_infeasible_starts():
 
 def test_auto_on_a_larger_graph_runs_the_descent_cpsat_then_the_lns():
     """P3A.2-A4 (p3_cpsat.md): above LNS_MIN_OPS ops the floor over every schedule is
-    computed once (a tenth of the time), the descent gets a tenth of the time, CP-SAT
+    computed once (a fifth of the time, beside the descent), the descent gets a tenth of the time, CP-SAT
     hinted with its schedule half the rest, then the LNS starts from the better of the
     two; the result is verified, never worse than either, and keeps CP-SAT's bound over
     the class (all three search within it) and the floor."""
@@ -119,9 +119,10 @@ def test_auto_on_a_larger_graph_runs_the_descent_cpsat_then_the_lns():
     assert verified(inst, result) is not None
     members = result.stats["members"]
     floor, descent, cpsat = members["floor"], members["descent"], members["cpsat"]
-    assert floor["seconds"] <= 0.1 * 8 + 0.5
-    assert descent["seconds"] - floor["seconds"] <= 0.1 * (8 - floor["seconds"]) + 0.5
-    assert cpsat["seconds"] - descent["seconds"] <= 0.5 * (8 - descent["seconds"]) + 1.0
+    assert descent["seconds"] <= 0.1 * 8 + 0.5
+    assert floor["seconds"] <= 0.2 * 8 + 0.5  # beside the descent, not after it
+    after = max(descent["seconds"], floor["seconds"])
+    assert cpsat["seconds"] - after <= 0.5 * (8 - after) + 1.0
     if result.status is Status.OPTIMAL and "lns" not in members:
         return  # CP-SAT proved it in its share: nothing for the LNS to do
     assert set(members) == {"floor", "cpsat", "descent", "lns"}
