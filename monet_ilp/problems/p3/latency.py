@@ -14,7 +14,9 @@ BD.B9 pools the SRAMs.  A pin is in one SRAM, though, and every run that reads a
 tensor runs on a core of that SRAM: the ops that gain from pins crowd onto the cores
 whose SRAMs hold them, and a path that changes SRAMs waits for its data to cross.
 BD.B12 places the pins and the runs per SRAM (a MILP, solved by HiGHS within a time
-limit; its dual bound holds when it stops early).
+limit; its dual bound holds when it stops early), and its tail rows (BD.B12.10) pack
+what must run after an op's earliest end on the cores between that end and the makespan:
+the optimizer steps of the weights pinned beside the critical chain, for instance.
 """
 
 from __future__ import annotations
@@ -31,8 +33,8 @@ if TYPE_CHECKING:
     from monet_ilp.engines.deadline import Deadline
     from monet_ilp.problems.p3.data import P3Data
 
-__all__ = ["PLAIN_SHARE", "TAIL_TERMS", "PlacementBound", "latency_floor", "pin_room", "pinned_path_bound", "placement_path_bound",
-           "work_bound"]
+__all__ = ["PLAIN_SHARE", "TAIL_TERMS", "PlacementBound", "latency_floor", "pin_room", "pinned_path_bound",
+           "placement_path_bound", "work_bound"]
 
 
 #: BD.B12: the share of the time left that the MILP without BD.B12.10's rows gets first.
@@ -143,8 +145,11 @@ def placement_path_bound(data: P3Data, deadline: Deadline | None = None, *, tail
     ``h[v,m]`` (a run of ``v`` on ``m``), ``a[v,m]`` (``R_v`` on ``m``), all binary;
     ``g[v,m]``, ``q[v,m]`` (the pinned saving on ``R_v``, on some run on ``m``) and
     ``f_m`` (the largest footprint on ``m``) continuous.  Minimise ``L`` subject to the
-    rows BD.B12.1-B12.9 (cited in the code).  The value is the larger of the LP's
-    optimum and the MILP's dual bound by ``deadline``, rounded up.
+    rows BD.B12.1-B12.9, and with ``tails`` BD.B12.10: every run after ``E_w`` fits on
+    the cores of each SRAM between ``E_w`` and ``L`` (cited in the code).  HiGHS solves the
+    LP, the MILP without BD.B12.10 in :data:`PLAIN_SHARE` of the time (it often proves its
+    optimum at once), then the MILP with it in what is left; the value is the largest of
+    the LP's optimum and the two dual bounds by ``deadline``, rounded up.
     """
     began = time.perf_counter()
     plain = _placement_model(data, tails=False)
