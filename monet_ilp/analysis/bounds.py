@@ -19,7 +19,7 @@ Families (``formulations/bounds.md`` states each and why it holds):
   first-run cores, pins per SRAM, transfers between cores, and what each SRAM holds when
   each op first starts); ``placement_path`` on latency, the placement MILP (BD.B12: the
   pins and each op's runs per SRAM, the crossings they force, the work on each SRAM's
-  cores);
+  cores, and after each op's earliest end, BD.B12.10);
 * **P1, every schedule** (``formulations/bounds.md``, "P1: bounds over every schedule"):
   ``every_op_once`` and ``cut`` (BD.B7), and with the solvers ``closure`` (BD.B10 with
   its chains, BD.B11) and the boundary relaxation's ``boundary_lp`` and

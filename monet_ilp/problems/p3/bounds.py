@@ -131,8 +131,8 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
         if placed.value is not None:
             out.append(Bound("placement_path", "relaxation", placed.value, every, placed.seconds,
                              f"{placed.method}: the pins and each op's runs placed per SRAM, with the "
-                             f"crossings they force (the MILP BD.B12, {placed.columns} columns, "
-                             f"{placed.rows} rows)"))
+                             f"crossings they force and what runs after each op packed on the cores "
+                             f"(the MILP BD.B12, {placed.columns} columns, {placed.rows} rows)"))
     # BD.B4: an op that fits none of its cores (or inputs that overflow their home): no
     # schedule at all, so the optimum is +infinity, which the bound then says.
     reason = data.min_capacity_proof()
