@@ -236,12 +236,12 @@ def _placement_model(data: P3Data, *, tails: bool) -> SparseMilp:
                     if m != home:
                         model.row({ran[v, m]: 1.0, pin[p, home]: 1.0}, -math.inf, 1.0)
     if tails:
-        for w, after in _descendants(data, TAIL_TERMS // max(1, 2 * len(srams))):
+        for before, after in _descendants(data, TAIL_TERMS // max(1, 2 * len(srams))):
             for m in srams:  # BD.B12.10 every run of a descendant of w starts after E_w
-                row = {latency: float(per_sram[m]), end[w]: -float(per_sram[m])}
-                for v in after:
-                    for j, c in busy_on.get((v, m), {}).items():
-                        row[j] = row.get(j, 0.0) + c
+                row = {latency: float(per_sram[m]), end[before]: -float(per_sram[m])}
+                for later in after:
+                    for j, weight in busy_on.get((later, m), {}).items():
+                        row[j] = row.get(j, 0.0) + weight
                 if len(row) > 2:
                     model.row(row, 0.0, math.inf)
     for m in srams:
@@ -283,7 +283,8 @@ def _descendants(data: P3Data, terms: int) -> list[tuple[int, list[int]]]:
     ancestors = [0] * n
     for op in data.ops:  # the instance order is topological
         bits = 0
-        for w in {*op.after, *(data.items[i].producer for i in op.reads)} - {None}:
+        producers = {producer for producer in (data.items[i].producer for i in op.reads) if producer is not None}
+        for w in producers | set(op.after):
             bits |= ancestors[w] | (1 << w)
         ancestors[op.index] = bits
     below: list[list[int]] = [[] for _ in range(n)]
