@@ -96,8 +96,8 @@ def solve_p3_auto(
         CP-SAT's result when it proves its answer or runs alone; otherwise the cheapest
         of CP-SAT's, the descent's and the LNS's schedules (the LNS starts from the better
         of the first two, so it is never worse) with the better of CP-SAT's bound and
-        the LNS's combinatorial one.  ``stats["members"]`` gives each phase's status (and the floor's),
-        objective, bound and seconds.
+        the LNS's combinatorial one.  ``stats["members"]`` gives each phase's status,
+        objective, bound and seconds, and the floor's value and seconds.
     """
     deadline = Deadline(time_limit)
     lns_too = (deadline.limited and len(instance.graph.ops) > LNS_MIN_OPS

@@ -787,8 +787,8 @@ def solve_p3_cpsat(
     log, seed, params
         CP-SAT's search log, random seed, and extra ``SatParameters`` fields.
     floor
-        :func:`~monet_ilp.problems.p3.bounds.backend_floor` already computed for this
-        instance by the caller (``auto``); ``None``: computed here.
+        The bound over every schedule, already computed by the caller (``auto``, P3A.2 of
+        ``p3_cpsat.md``); ``None``: :func:`~monet_ilp.problems.p3.bounds.backend_floor` here.
 
     Returns
     -------

@@ -110,8 +110,8 @@ def solve_p3_lns(
     max_computes, max_transfers
         The class P3.K3 of the model (``p3_problem.md``).
     floor
-        :func:`~monet_ilp.problems.p3.bounds.backend_floor` already computed for this
-        instance by the caller (``auto``); ``None``: computed here.
+        The bound over every schedule, already computed by the caller (``auto``, P3A.2 of
+        ``p3_cpsat.md``); ``None``: :func:`~monet_ilp.problems.p3.bounds.backend_floor` here.
 
     Returns
     -------
