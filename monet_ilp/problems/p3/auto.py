@@ -136,7 +136,7 @@ def solve_p3_auto(
     # P3A.3: CP-SAT on the whole model, hinted with the descent's schedule.
     left = deadline.left()
     first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
-                           workers=workers, hint=hint, floor=floor, **options)
+                           workers=workers, hint=hint, _floor=floor, **options)
     members["cpsat"] = _summary(first, deadline, "cpsat")
     first = replace(first, stats={**first.stats, "members": dict(members)}, source=first.source or "cpsat")
     if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
@@ -150,7 +150,7 @@ def solve_p3_auto(
     # P3A.5: the LNS leaves RETIME_SHARE of its time to retime the best schedule.
     reserve = RETIME_SHARE * (deadline.left() or 0.0)
     second = solve_p3_lns(instance, time_limit=max(0.0, (deadline.left() or 0.0) - reserve), workers=workers,
-                          hint=start, floor=floor, **same)
+                          hint=start, _floor=floor, **same)
     members["lns"] = _summary(second, deadline, "lns")
     bound = max((b for b in (first.bound, second.bound) if b is not None), default=None)
     stats = {**first.stats, "members": members, "lns_steps": second.stats.get("steps"),

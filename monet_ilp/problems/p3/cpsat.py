@@ -763,7 +763,6 @@ def solve_p3_cpsat(
     log: bool = False,
     seed: int = 0,
     params: dict[str, Any] | None = None,
-    floor: int | float | None = None,
     **options: Any,
 ) -> BackendResult:
     """Solve a P3 instance (joint allocation, remat, offload, pinning) with CP-SAT.
@@ -786,9 +785,6 @@ def solve_p3_cpsat(
         means the default.
     log, seed, params
         CP-SAT's search log, random seed, and extra ``SatParameters`` fields.
-    floor
-        The bound over every schedule, already computed by the caller (``auto``, P3A.2 of
-        ``p3_cpsat.md``); ``None``: :func:`~monet_ilp.problems.p3.bounds.backend_floor` here.
 
     Returns
     -------
@@ -798,6 +794,8 @@ def solve_p3_cpsat(
         capacity is the reason) or ``unknown``.
     """
     deadline = Deadline(time_limit)  # everything below counts (time_limits.md)
+    # The bound over every schedule when the caller (auto, P3A.2) has computed it already.
+    floor: int | float | None = options.pop("_floor", None)
     began = deadline.started
     if options:
         raise MonetError(f"unknown option(s) {', '.join(sorted(options))} for the P3 CP-SAT backend",

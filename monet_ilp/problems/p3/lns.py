@@ -83,7 +83,6 @@ def solve_p3_lns(
     max_computes: int | None = None,
     max_transfers: int | None = None,
     log: bool = False,
-    floor: int | float | None = None,
     **options: Any,
 ) -> BackendResult:
     """Improve a P3 schedule by re-solving neighbourhoods of it with CP-SAT (module docstring).
@@ -109,9 +108,6 @@ def solve_p3_lns(
         Seeds the neighbourhoods and CP-SAT.
     max_computes, max_transfers
         The class P3.K3 of the model (``p3_problem.md``).
-    floor
-        The bound over every schedule, already computed by the caller (``auto``, P3A.2 of
-        ``p3_cpsat.md``); ``None``: :func:`~monet_ilp.problems.p3.bounds.backend_floor` here.
 
     Returns
     -------
@@ -121,6 +117,8 @@ def solve_p3_lns(
         ``stats["steps"]`` and ``stats["improving_steps"]`` count the steps,
         ``stats["trajectory"]`` lists ``[seconds, objective]`` at each improvement.
     """
+    # The bound over every schedule when the caller (auto, P3A.2) has computed it already.
+    floor: int | float | None = options.pop("_floor", None)
     if options:
         name = min(options)
         raise MonetError(f"backend 'lns' on P3 has no option {name!r}", field=name,
