@@ -200,6 +200,27 @@ class P3Data:
             return 0
         return min((r.cycles for r in self.items[item].routes if r.dst in mems), default=0)
 
+    def ancestry(self) -> tuple[list[int], list[int]]:
+        """Strict ancestors and descendants of each op over reads and ``after`` (bitsets)."""
+        anc = [0] * self.n
+        for op in self.ops:  # the instance order is topological
+            mask = 0
+            for i in op.reads:
+                f = self.items[i].producer
+                if f is not None:
+                    mask |= anc[f] | (1 << f)
+            for u in op.after:
+                mask |= anc[u] | (1 << u)
+            anc[op.index] = mask
+        desc = [0] * self.n
+        for v in range(self.n):
+            mask = anc[v]
+            while mask:
+                low = mask & -mask
+                desc[low.bit_length() - 1] |= 1 << v
+                mask ^= low
+        return anc, desc
+
     def critical_path_cycles(self) -> int:
         """The longest path of first computations, each op on its fastest core (a lower bound).
 

@@ -279,21 +279,7 @@ def _descendants(data: P3Data, terms: int) -> list[tuple[int, list[int]]]:
     """Each op with its descendants over item reads and ``after`` (BD.B12.10), at most
     about ``terms`` of them in all: past that, the ops are taken evenly over the
     instance's (topological) order."""
-    n = len(data.ops)
-    ancestors = [0] * n
-    for op in data.ops:  # the instance order is topological
-        bits = 0
-        producers = {producer for producer in (data.items[i].producer for i in op.reads) if producer is not None}
-        for w in producers | set(op.after):
-            bits |= ancestors[w] | (1 << w)
-        ancestors[op.index] = bits
-    below: list[list[int]] = [[] for _ in range(n)]
-    for v in range(n):
-        bits = ancestors[v]
-        while bits:
-            low = bits & -bits
-            below[low.bit_length() - 1].append(v)
-            bits ^= low
+    below = [[v for v in range(data.n) if bits >> v & 1] for bits in data.ancestry()[1]]
     total = sum(len(after) for after in below)
-    step = max(1, math.ceil(total / terms)) if terms > 0 else n + 1
-    return [(w, below[w]) for w in range(0, n, step) if below[w]]
+    step = max(1, math.ceil(total / terms)) if terms > 0 else data.n + 1
+    return [(w, below[w]) for w in range(0, data.n, step) if below[w]]

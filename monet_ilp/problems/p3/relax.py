@@ -271,29 +271,6 @@ def _solve(
     return result, data, model, values
 
 
-def _ancestry(data: P3Data) -> tuple[list[int], list[int]]:
-    """Strict ancestors and descendants of each op over reads and ``after`` (bitsets)."""
-    n = data.n
-    anc = [0] * n
-    for op in data.ops:  # the instance order is topological
-        mask = 0
-        for i in op.reads:
-            f = data.items[i].producer
-            if f is not None:
-                mask |= anc[f] | (1 << f)
-        for u in op.after:
-            mask |= anc[u] | (1 << u)
-        anc[op.index] = mask
-    desc = [0] * n
-    for v in range(n):
-        mask = anc[v]
-        while mask:
-            low = mask & -mask
-            desc[low.bit_length() - 1] |= 1 << v
-            mask ^= low
-    return anc, desc
-
-
 def _build(data: P3Data) -> tuple[_Model, int]:
     """The columns and rows of BD.E0-BD.E9 (the objective's constant is the static part)."""
     model = _Model()
@@ -385,7 +362,7 @@ def _build(data: P3Data) -> tuple[_Model, int]:
                 model.row(terms, 0.0, math.inf)
 
     # BD.E5-BD.E7: what each SRAM holds when each op first starts.
-    anc, desc = _ancestry(data)
+    anc, desc = data.ancestry()
     # (pivot, items in flight with their producers, bytes in flight)
     crossing: list[tuple[int, list[tuple[int, int]], int]] = []
     for p in range(data.n):

@@ -109,10 +109,10 @@ def test_bad_options_and_infeasible_starts():
 
 def test_auto_on_a_larger_graph_runs_the_descent_cpsat_then_the_lns():
     """P3A.2-A4 (p3_cpsat.md): above LNS_MIN_OPS ops the floor over every schedule is
-    computed once (a fifth of the time, beside the descent), the descent gets a tenth of the time, CP-SAT
-    hinted with its schedule half the rest, then the LNS starts from the better of the
-    two; the result is verified, never worse than either, and keeps CP-SAT's bound over
-    the class (all three search within it) and the floor."""
+    computed once (a fifth of the time, beside the descent), the descent gets a tenth of
+    the time, CP-SAT hinted with its schedule half the rest, then the LNS starts from the
+    better of the two; the result is verified, never worse than either, and keeps
+    CP-SAT's bound over the class (all three search within it) and the floor."""
     inst = make_instance(zoo.mlp(depth=8), preset("hetero_quad"), problem="P3", objective="energy")
     assert len(inst.graph.ops) > LNS_MIN_OPS
     result = solve(inst, "auto", time_limit=8, workers=2)
