@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from monet_ilp.evaluate import Metrics
     from monet_ilp.schedule import Schedule
 
-__all__ = ["baseline_cmd", "evaluate_cmd", "print_metrics", "runs_per_core"]
+__all__ = ["baseline_cmd", "busy", "evaluate_cmd", "pinned_per_memory", "print_metrics", "runs_per_core"]
 
 
 def print_metrics(metrics: Metrics, inst: Instance, title: str) -> None:
@@ -40,6 +40,13 @@ def print_metrics(metrics: Metrics, inst: Instance, title: str) -> None:
     table.add_row("recomputations / transfers", f"{metrics.recomputations} / {metrics.transfers}")
     if len(inst.cores) > 1:
         table.add_row("runs per core", runs_per_core(metrics.schedule, inst))
+        # Where the latency goes: the busiest core (or link) bounds it, an idle one could take work.
+        table.add_row("busy per core (% of latency)", busy(metrics.schedule, inst, metrics.latency_cycles))
+        if metrics.schedule.transfers:
+            table.add_row("busy per link (% of latency)",
+                          busy(metrics.schedule, inst, metrics.latency_cycles, links=True))
+    if metrics.schedule.pinned:
+        table.add_row("pinned per memory", pinned_per_memory(metrics.schedule, inst))
     table.add_row(f"objective ({inst.objective})", f"{metrics.objective_value:,}")
     show(table)
     for v in metrics.violations[:20]:
@@ -54,6 +61,30 @@ def runs_per_core(schedule: Schedule, inst: Instance) -> str:
     for run in schedule.ops:
         runs[run.core] = runs.get(run.core, 0) + 1
     return ", ".join(f"{core} {count}" for core, count in runs.items())
+
+
+def busy(schedule: Schedule, inst: Instance, latency: int, *, links: bool = False) -> str:
+    """``pe_0 223,340 (60 %), pe_1 369,132 (99 %)``: the cycles each core (or link) is busy.
+
+    Runs on one core (transfers on one link) never overlap in a valid schedule, so the
+    sum of their durations is the time it works; a core near 100 % is the bottleneck,
+    and one far below it could take work.
+    """
+    spans = ([(x.link, x.end - x.start) for x in schedule.transfers] if links
+             else [(run.core, run.end - run.start) for run in schedule.ops])
+    cycles: dict[str, int] = {} if links else {core.id: 0 for core in inst.cores}
+    for key, duration in spans:
+        cycles[key] = cycles.get(key, 0) + duration
+    return ", ".join(f"{key} {value:,} ({100 * value / max(1, latency):.0f} %)" for key, value in cycles.items())
+
+
+def pinned_per_memory(schedule: Schedule, inst: Instance) -> str:
+    """``pe_0.sram 512.0 KiB (3 tensors)``: the persistent bytes each SRAM holds all iteration."""
+    size = {t.id: t.bytes for t in inst.graph.tensors}
+    held: dict[str, list[int]] = {}
+    for tensor, memory in schedule.pinned:
+        held.setdefault(memory, []).append(size.get(tensor, 0))
+    return ", ".join(f"{memory} {human_bytes(sum(sizes))} ({len(sizes)} tensors)" for memory, sizes in held.items())
 
 
 @click.command("evaluate")

@@ -322,7 +322,7 @@ class _Derivation:
                     continue
                 dx_macs += n.grad_macs.get(t, 0)
                 dx_flops += n.grad_flops.get(t, 0)
-                dx_reads.extend(needs)
+                dx_reads.extend(_in_node_order(n, needs))
                 if t not in produced and gi in grad_readers.get(t, []):
                     tid = _grad_id(t, layer, len(grad_readers[t]) > 1)
                     self._add_tensor(tid, TensorKind.ACTIVATION_GRAD, layer, like=t)
@@ -346,7 +346,7 @@ class _Derivation:
             else:
                 dw_reads.extend(grads_in.get(result, []))
             for w in weights:
-                dw_reads.extend(n.needs[w])
+                dw_reads.extend(_in_node_order(n, n.needs[w]))
                 dw_macs += n.grad_macs.get(w, 0)
                 dw_flops += n.grad_flops.get(w, 0)
                 wid = _grad_id(w, layer, len(grad_readers.get(w, [])) > 1)
@@ -427,3 +427,15 @@ def _members(group: list[FwdNode]) -> tuple[str, ...]:
 
 def _op_type(group: list[FwdNode]) -> str:
     return "+".join(n.op_type for n in group)
+
+
+def _in_node_order(node: FwdNode, needs: Iterable[str]) -> list[str]:
+    """The tensors of ``needs`` (a set) in the node's input then output order, the rest by name.
+
+    A set's order follows Python's string hashing, which changes from one process to the
+    next: iterating it would give the same graph different input orders, so different
+    instance fingerprints (a schedule made in one process would be refused in another).
+    """
+    wanted = set(needs)
+    known = [t for t in dict.fromkeys((*node.inputs, *node.outputs)) if t in wanted]
+    return known + sorted(wanted.difference(known))

@@ -231,3 +231,35 @@ def test_min_budget_says_which_schedules_its_proof_holds_for(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "minimum budget: 214 bytes" in result.stdout
     assert "proven for every schedule" in result.stdout
+
+
+def test_evaluate_shows_where_the_latency_goes_on_several_cores(tmp_path):
+    from monet_ilp.cli.evaluate import busy, pinned_per_memory
+    from monet_ilp.evaluate import evaluate
+    from monet_ilp.instance import Instance
+    from monet_ilp.schedule import save_schedule
+    from monet_ilp.solve import solve
+
+    inst_path = tmp_path / "p3.json"
+    made = run("instance", "make", "--model", "mlp", "-p", "depth=3", "--hw", "edge_tpu", "--set", "n_pe_x=2",
+               "--set", "n_pe_y=1", "--problem", "P3", "--objective", "latency", "--out", str(inst_path))
+    assert made.returncode == 0, made.stderr
+    inst = Instance.load(inst_path)
+    result = solve(inst, "auto", time_limit=10, workers=1)
+    metrics = evaluate(inst, result.schedule)
+    assert metrics.feasible
+    # Each core's busy cycles are the sum of its runs' durations, within the latency.
+    shown = busy(metrics.schedule, inst, metrics.latency_cycles)
+    for core in inst.cores:
+        cycles = sum(r.end - r.start for r in metrics.schedule.ops if r.core == core.id)
+        percent = round(100 * cycles / metrics.latency_cycles)
+        assert f"{core.id} {cycles:,} ({percent} %)" in shown
+        assert cycles <= metrics.latency_cycles
+    if metrics.schedule.pinned:
+        held = pinned_per_memory(metrics.schedule, inst)
+        assert all(memory in held for _, memory in metrics.schedule.pinned)
+    sched = tmp_path / "s.json"
+    save_schedule(metrics.schedule, sched)
+    ev = run("evaluate", str(inst_path), str(sched))
+    assert ev.returncode == 0, ev.stderr
+    assert "busy per core" in ev.stdout and "pe_0" in ev.stdout and "pe_1" in ev.stdout
