@@ -11,8 +11,11 @@ The decoder, in the instance's op order (one pass):
 * each op runs once on its layer's core (``Decisions.cores``); an op with an empty
   layer, or one its layer's core cannot run, takes the first core that can;
 * data crosses cores through the shared memory (``instance.input_home``, DRAM): an
-  output that a later op on another core reads from there is written there right
-  after it is produced;
+  output that a later op on another core reads is written there right after it is
+  produced; a ``keep`` one also stays in its producer's SRAM until the last read in
+  another SRAM (or an eviction), and each such read takes the copy that arrives first:
+  DRAM's, or the producer's moved straight over a link that joins the two SRAMs (a
+  NoC hop, often done before the round trip through DRAM);
 * the saved activations (``TrainingGraph.saved_tensors``) follow their policy:
 
   - ``keep``: the copy stays in the producer core's SRAM until its last reader there;

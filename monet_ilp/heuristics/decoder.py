@@ -275,6 +275,8 @@ class DecoderPlan:
         last_forward_on: list[dict[int, int]] = [{} for _ in self.core_ids]
         cross: set[int] = set()
         cross_forward: set[int] = set()
+        remote_last: dict[int, int] = {}
+        memory_of = self.imemory_of
         for t, readers in enumerate(self.ireaders):
             k = producer_pos[t]
             home = -1 if k < 0 else core_of[k]
@@ -288,6 +290,8 @@ class DecoderPlan:
                     cross.add(t)
                     if forward:
                         cross_forward.add(t)
+                    if memory_of[core] != memory_of[home]:
+                        remote_last[t] = q  # readers come in order: the last one stays
         room = list(self.icapacity)
         for k, core in enumerate(core_of):
             mem = self.imemory_of[core]
@@ -297,7 +301,7 @@ class DecoderPlan:
         if len(self.reads_cache) >= READS_CACHE:
             self.reads_cache.clear()
         found = self.reads_cache[key] = ReadsByCore(last_on, last_forward_on, frozenset(cross),
-                                                    frozenset(cross_forward), room)
+                                                    frozenset(cross_forward), room, remote_last)
         return found
 
     def core_of_ops(self, cores: Mapping[str, str]) -> list[str]:
@@ -327,6 +331,8 @@ class ReadsByCore:
     #: Per memory: its capacity less the most bytes one of its ops touches at once (what
     #: is left for pins).
     room: list[int]
+    #: Per tensor read in another SRAM than its producer's: the position of the last such read.
+    remote_last: dict[int, int]
 
 
 #: How many op-to-core maps :meth:`DecoderPlan.reads_by_core` remembers (a GA's
@@ -469,6 +475,16 @@ class _Decoder:
         self.last_on, self.last_forward_on = where.last_on, where.last_forward_on
         chosen = self.policy
         self.to_shared: list[bool] = [p == 1 and plan.iproducer_pos[t] >= 0 for t, p in enumerate(chosen)]
+        # A kept tensor read in another SRAM is written to DRAM as before, and its copy stays
+        # in its producer's SRAM until the last such read (``pull``: its position), which
+        # takes whichever copy arrives first: often the producer's, one NoC hop away,
+        # before the round trip through DRAM is over (unless the SRAM evicts it first).
+        self.pull: dict[int, int] = {}
+        self.home: dict[int, int] = {}
+        for t, last in where.remote_last.items():
+            if not chosen[t]:
+                self.pull[t] = last
+                self.home[t] = plan.imemory_of[self.core_of[plan.iproducer_pos[t]]]
         for t in where.cross:
             if not chosen[t]:
                 self.to_shared[t] = True
@@ -576,18 +592,7 @@ class _Decoder:
     # ------------------------------------------------------------------ links
     def _move(self, tensor: int, src: int, dst: int, ready: int) -> tuple[int, int]:
         """Book the link from ``src`` to ``dst`` that delivers ``tensor`` first, from ``ready`` on."""
-        best_end = best_start = best_link = -1
-        for link, cycles in self.plan.route_cycles(src, dst, tensor):
-            starts, ends = self.busy_starts[link], self.busy_ends[link]
-            t = ready
-            i = bisect_right(ends, t)  # intervals are disjoint: ends are sorted too
-            n = len(starts)
-            while i < n and starts[i] < t + cycles:
-                if ends[i] > t:
-                    t = ends[i]
-                i += 1
-            if best_link < 0 or t + cycles < best_end:
-                best_end, best_start, best_link = t + cycles, t, link
+        best_start, best_end, best_link = self._earliest(tensor, src, dst, ready)
         plan = self.plan
         if best_link < 0:
             raise MonetError(f"no link joins {plan.mem_ids[src]!r} and {plan.mem_ids[dst]!r}", field="links",
@@ -600,6 +605,23 @@ class _Decoder:
         self.transfers.append((best_start, best_end, plan.tensor_ids[tensor], plan.mem_ids[src], plan.mem_ids[dst],
                                plan.link_ids[best_link]))
         return best_start, best_end
+
+    def _earliest(self, tensor: int, src: int, dst: int, ready: int) -> tuple[int, int, int]:
+        """(start, end, link) of the link from ``src`` to ``dst`` that would deliver ``tensor``
+        first from ``ready`` on, without booking it (link ``-1``: none joins them)."""
+        best_end = best_start = best_link = -1
+        for link, cycles in self.plan.route_cycles(src, dst, tensor):
+            starts, ends = self.busy_starts[link], self.busy_ends[link]
+            t = ready
+            i = bisect_right(ends, t)  # intervals are disjoint: ends are sorted too
+            n = len(starts)
+            while i < n and starts[i] < t + cycles:
+                if ends[i] > t:
+                    t = ends[i]
+                i += 1
+            if best_link < 0 or t + cycles < best_end:
+                best_end, best_start, best_link = t + cycles, t, link
+        return best_start, best_end, best_link
 
     def _write_shared(self, tensor: int, mem: int, ready: int) -> None:
         """Copy ``tensor`` from ``mem`` to the shared memory (where it then stays); the copy in
@@ -659,7 +681,7 @@ class _Decoder:
                 self.over.append([op, plan.mem_ids[mem], self.used[mem] + need])
                 return
             if key[0] != never and self.in_shared[victim] < 0 and self.policy[victim] != 2:
-                self._write_shared(victim, mem, max(self.cursor[mem], resident[victim]))
+                self._write_shared(victim, mem, resident[victim])
             self.evicted.append([plan.tensor_ids[victim], plan.mem_ids[mem], op])
             self._release(victim, mem)
 
@@ -675,19 +697,46 @@ class _Decoder:
         if t in self.resident[mem]:  # e.g. made by the rerun for an earlier input
             protected.add(t)
             return
-        if self._recomputes(t, backward):
+        elsewhere = False  # a copy resident in another SRAM
+        for other in plan.core_mems:
+            if other != mem and t in self.resident[other]:
+                elsewhere = True
+                break
+        if self._recomputes(t, backward) and (not elsewhere or (backward and self.policy[t] == 2)):
             self._recompute(t, core, here, protected)
             protected.add(t)
             return
         shared_ready = self.in_shared[t]
-        if shared_ready < 0:
-            raise MonetError(f"tensor {plan.tensor_ids[t]!r} has no copy that {plan.core_ids[core]!r} can fetch",
-                             field="schedule", fix="this is a bug in the decoder")
         size = self.size[t]
         if self.used[mem] + size > plan.icapacity[mem]:
             self._make_room(mem, size, protected, core, here, plan.order[here])
         cursor = self.cursor[mem]
-        start, end = self._move(t, self.shared, mem, max(shared_ready, cursor))
+        # The copy that arrives first: the shared memory's, or one still resident in
+        # another core's SRAM, moved straight over a link that joins the two (a NoC hop
+        # instead of a round trip through DRAM); that copy is then kept until the move ends.
+        source, best_end = self.shared, -1
+        if shared_ready >= 0:
+            best_end = self._earliest(t, source, mem, max(shared_ready, cursor))[1]
+        for other in plan.core_mems:
+            copies = self.resident[other]
+            if other != mem and t in copies:
+                _, end, link = self._earliest(t, other, mem, max(copies[t], cursor))
+                if link >= 0 and (best_end < 0 or end < best_end):
+                    source, best_end = other, end
+        if best_end < 0:
+            raise MonetError(f"tensor {plan.tensor_ids[t]!r} has no copy that {plan.core_ids[core]!r} can fetch",
+                             field="schedule", fix="this is a bug in the decoder")
+        if source == self.shared:
+            start, end = self._move(t, source, mem, max(shared_ready, cursor))
+        else:
+            start, end = self._move(t, source, mem, max(self.resident[source][t], cursor))
+            until = self.read_until[source]
+            if until.get(t, 0) < end:
+                until[t] = end
+        home = self.home.get(t, -1)
+        if (home >= 0 and here >= self.pull[t] and t in self.resident[home]
+                and self.last_on[self.core_of[plan.iproducer_pos[t]]].get(t, -1) <= here):
+            self._release(t, home)  # the last read in another SRAM has it: its home copy goes
         self.resident[mem][t] = end
         self.alloc[mem][t] = start
         self.used[mem] += size
@@ -824,6 +873,7 @@ class _Decoder:
         if self.strict:
             self._check_fit()
         policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
+        pull, home_of = self.pull, self.home
         backward, touched, memory_of = plan.backward, plan.itouched, plan.imemory_of
         last_on, last_forward_on = self.last_on, self.last_forward_on
         if plan.inputs_in_sram:  # offloaded graph inputs are written to the shared memory first
@@ -844,6 +894,8 @@ class _Decoder:
                 if t not in resident:
                     continue
                 if last_here.get(t, -1) <= k:  # no later read on this core
+                    if pull.get(t, -1) > k and home_of[t] == mem:
+                        continue  # another SRAM pulls it from here later
                     self._release(t, mem)
                 elif forward and policy[t] and last_forward_here.get(t, -1) <= k:
                     self._release(t, mem)  # offload / recompute: gone after the forward phase
