@@ -27,10 +27,6 @@ The decoder, in the instance's op order (one pass):
 
   The forward phase is every op that is not a backward or optimizer op.  Graph
   inputs (no producer) cannot be recomputed; they start in DRAM.
-* an input fetched into an SRAM (from DRAM or over the NoC) moves as soon as its
-  source copy is ready, while the ops before its reader still run, when the SRAM has
-  room for it at every instant from then on (the decoder keeps each SRAM's occupancy
-  over time); otherwise after what the SRAM did before, with room made by eviction;
 * when an op's inputs and outputs do not fit next to what its SRAM holds, the
   resident tensors it does not read are evicted, the one read again farthest in the
   future first (Belady's rule); one still needed and without a DRAM copy is written

@@ -496,10 +496,6 @@ class _Decoder:
         self.cursor = [0] * n_mems
         self.core_free = [0] * len(plan.core_ids)
         self.resident: list[dict[int, int]] = [{} for _ in range(n_mems)]
-        self.times: list[list[int]] = [[] for _ in range(n_mems)]
-        self.held: list[list[int]] = [[] for _ in range(n_mems)]
-        # Per memory: when the last copy of each tensor there was freed (a new one starts later).
-        self.gone: list[dict[int, int]] = [{} for _ in range(n_mems)]
         self.used = [0] * n_mems
         # Pins (EV.E1.5): a persistent tensor whose readers, reruns included, all run on
         # one core is held in that core's SRAM all iteration; otherwise it stays in
@@ -523,7 +519,6 @@ class _Decoder:
                 self.pinned[name] = plan.mem_ids[mem]
                 self.pinned_at[t] = mem
                 self.used[mem] += plan.tsize[t]
-                self._occupy(mem, 0, plan.tsize[t])
                 room[mem] -= plan.tsize[t]
             else:
                 self.unpinned.append(name)
@@ -565,7 +560,6 @@ class _Decoder:
                 self.resident[home][t] = 0
                 self.alloc[home][t] = 0
                 self.used[home] += plan.tsize[t]
-                self._occupy(home, 0, plan.tsize[t])
         else:
             shared = plan.mem_ids[self.shared]
             self.shared_copies = [(shared, 0, plan.tensor_ids[t]) for t in read_inputs]
@@ -662,8 +656,6 @@ class _Decoder:
         self.lifetimes.append((plan.mem_ids[mem], self.alloc[mem].pop(tensor), at,
                                plan.tensor_ids[tensor]))  # a free, and its copy
         self.used[mem] -= self.size[tensor]
-        self._occupy(mem, at, -self.size[tensor])
-        self.gone[mem][tensor] = at
         self.cursor[mem] = at
 
     def _make_room(self, mem: int, need: int, protected: set[int], core: int, here: int,
@@ -714,27 +706,30 @@ class _Decoder:
             self._recompute(t, core, here, protected)
             protected.add(t)
             return
+        shared_ready = self.in_shared[t]
         size = self.size[t]
-        # A prefetch: the copy that arrives first, moved as soon as it is ready, while the
-        # ops before this one still run, when the SRAM has room for it from then on (its
-        # occupancy over time, ``_peak_from``); a copy freed here before starts it no earlier.
-        gone = self.gone[mem].get(t, 0)
-        source, start = -1, -1
-        if self.used[mem] + size <= plan.icapacity[mem]:  # else no room from any time on
-            source, start = self._first_copy(t, mem, gone)
-        if start < 0 or self._peak_from(mem, start) + size > plan.icapacity[mem]:
-            # Otherwise after the memory's cursor, with room made by eviction if need be.
-            if self.used[mem] + size > plan.icapacity[mem]:
-                self._make_room(mem, size, protected, core, here, plan.order[here])
-            floor = self.cursor[mem]
-            if gone > floor:
-                floor = gone
-            source, start = self._first_copy(t, mem, floor)
-            if start < 0:
-                raise MonetError(f"tensor {plan.tensor_ids[t]!r} has no copy that {plan.core_ids[core]!r} can "
-                                 "fetch", field="schedule", fix="this is a bug in the decoder")
-        start, end = self._move(t, source, mem, start)
-        if source != self.shared:
+        if self.used[mem] + size > plan.icapacity[mem]:
+            self._make_room(mem, size, protected, core, here, plan.order[here])
+        cursor = self.cursor[mem]
+        # The copy that arrives first: the shared memory's, or one still resident in
+        # another core's SRAM, moved straight over a link that joins the two (a NoC hop
+        # instead of a round trip through DRAM); that copy is then kept until the move ends.
+        source, best_end = self.shared, -1
+        if shared_ready >= 0:
+            best_end = self._earliest(t, source, mem, max(shared_ready, cursor))[1]
+        for other in plan.core_mems:
+            copies = self.resident[other]
+            if other != mem and t in copies:
+                _, end, link = self._earliest(t, other, mem, max(copies[t], cursor))
+                if link >= 0 and (best_end < 0 or end < best_end):
+                    source, best_end = other, end
+        if best_end < 0:
+            raise MonetError(f"tensor {plan.tensor_ids[t]!r} has no copy that {plan.core_ids[core]!r} can fetch",
+                             field="schedule", fix="this is a bug in the decoder")
+        if source == self.shared:
+            start, end = self._move(t, source, mem, max(shared_ready, cursor))
+        else:
+            start, end = self._move(t, source, mem, max(self.resident[source][t], cursor))
             until = self.read_until[source]
             if until.get(t, 0) < end:
                 until[t] = end
@@ -745,53 +740,9 @@ class _Decoder:
         self.resident[mem][t] = end
         self.alloc[mem][t] = start
         self.used[mem] += size
-        self._occupy(mem, start, size)
-        if start > self.cursor[mem]:
+        if start > cursor:
             self.cursor[mem] = start
         protected.add(t)
-
-    def _first_copy(self, t: int, mem: int, floor: int) -> tuple[int, int]:
-        """(source memory, start) of the move into ``mem`` that would deliver ``t`` first,
-        starting no earlier than ``floor``: from the shared memory's copy, or from one
-        resident in another core's SRAM over a link that joins the two (a NoC hop instead
-        of a round trip through DRAM; that copy is then kept until the move ends).
-        ``(-1, -1)`` without a copy to take."""
-        source, best_start, best_end = -1, -1, -1
-        shared_ready = self.in_shared[t]
-        if shared_ready >= 0:
-            best_start, best_end, _ = self._earliest(t, self.shared, mem, max(shared_ready, floor))
-            source = self.shared
-        for other in self.plan.core_mems:
-            copies = self.resident[other]
-            if other != mem and t in copies:
-                begin, end, link = self._earliest(t, other, mem, max(copies[t], floor))
-                if link >= 0 and (best_end < 0 or end < best_end):
-                    source, best_start, best_end = other, begin, end
-        return source, best_start
-
-    # The occupancy of each memory over time: breakpoints ``times[mem]`` and the bytes
-    # held from each on (``held[mem]``), every copy's allocation and free included.
-    def _occupy(self, mem: int, time: int, delta: int) -> None:
-        """``delta`` more bytes held in ``mem`` from ``time`` on."""
-        times, held = self.times[mem], self.held[mem]
-        i = bisect_right(times, time)
-        if i == 0 or times[i - 1] != time:
-            times.insert(i, time)
-            held.insert(i, held[i - 1] if i > 0 else 0)
-        else:
-            i -= 1
-        for j in range(i, len(held)):
-            held[j] += delta
-
-    def _peak_from(self, mem: int, time: int) -> int:
-        """The most bytes ``mem`` holds at any instant from ``time`` on."""
-        times, held = self.times[mem], self.held[mem]
-        i = bisect_right(times, time) - 1
-        peak = held[i] if i >= 0 else 0
-        for j in range(i + 1, len(held)):
-            if held[j] > peak:
-                peak = held[j]
-        return peak
 
     def _recompute(self, t: int, core: int, here: int, protected: set[int]) -> None:
         """Rerun the producer of ``t`` on ``core`` for a read at position ``here``."""
@@ -895,7 +846,6 @@ class _Decoder:
                 resident[t] = end
                 alloc[t] = start
                 self.used[mem] += size[t]
-                self._occupy(mem, start, size[t])
             protected.add(t)
         if end > self.cursor[mem]:
             self.cursor[mem] = end

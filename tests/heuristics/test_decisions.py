@@ -149,19 +149,6 @@ def test_recompute_reruns_the_producer_before_the_backward_reader():
     assert moves(schedule, "input") == [("dram", "pe_0.sram")] * 2
 
 
-def test_an_offloaded_activation_is_prefetched_while_earlier_ops_run():
-    inst, schedule = one_core("offload")
-    feasible(inst, schedule)
-    back = [t for t in schedule.transfers if t.tensor == "relu1" and t.dst == "pe_0.sram"]
-    reader = min(r.start for r in schedule.ops if r.op in ("dX:fc2", "dW:fc2"))
-    before = max(r.end for r in schedule.ops if r.core == "pe_0" and r.end <= reader)
-    # The fetch back from DRAM runs while earlier ops compute, and the reader waits for nothing.
-    assert len(back) == 1 and back[0].start < before and back[0].end <= reader == before
-    # It starts no earlier than the SRAM's earlier copy was freed (one copy at a time).
-    freed = min(f.time for f in schedule.frees if f.tensor == "relu1" and f.memory == "pe_0.sram")
-    assert back[0].start >= freed
-
-
 def test_recompute_is_recursive_when_the_inputs_are_gone():
     inst = mlp()
     decisions = Decisions({"relu1": "recompute", "relu2": "recompute", "loss.log_probs": "recompute"},
