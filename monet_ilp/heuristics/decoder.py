@@ -479,12 +479,7 @@ class _Decoder:
         # in its producer's SRAM until the last such read (``pull``: its position), which
         # takes whichever copy arrives first: often the producer's, one NoC hop away,
         # before the round trip through DRAM is over (unless the SRAM evicts it first).
-        self.pull: dict[int, int] = {}
-        self.home: dict[int, int] = {}
-        for t, last in where.remote_last.items():
-            if not chosen[t]:
-                self.pull[t] = last
-                self.home[t] = plan.imemory_of[self.core_of[plan.iproducer_pos[t]]]
+        self.pull: dict[int, int] = {t: last for t, last in where.remote_last.items() if not chosen[t]}
         for t in where.cross:
             if not chosen[t]:
                 self.to_shared[t] = True
@@ -697,12 +692,8 @@ class _Decoder:
         if t in self.resident[mem]:  # e.g. made by the rerun for an earlier input
             protected.add(t)
             return
-        elsewhere = False  # a copy resident in another SRAM
-        for other in plan.core_mems:
-            if other != mem and t in self.resident[other]:
-                elsewhere = True
-                break
-        if self._recomputes(t, backward) and (not elsewhere or (backward and self.policy[t] == 2)):
+        holders = [other for other in plan.core_mems if other != mem and t in self.resident[other]]
+        if self._recomputes(t, backward) and (not holders or (backward and self.policy[t] == 2)):
             self._recompute(t, core, here, protected)
             protected.add(t)
             return
@@ -717,12 +708,10 @@ class _Decoder:
         source, best_end = self.shared, -1
         if shared_ready >= 0:
             best_end = self._earliest(t, source, mem, max(shared_ready, cursor))[1]
-        for other in plan.core_mems:
-            copies = self.resident[other]
-            if other != mem and t in copies:
-                _, end, link = self._earliest(t, other, mem, max(copies[t], cursor))
-                if link >= 0 and (best_end < 0 or end < best_end):
-                    source, best_end = other, end
+        for other in holders:  # _make_room evicts from ``mem`` only: they still hold it
+            _, end, link = self._earliest(t, other, mem, max(self.resident[other][t], cursor))
+            if link >= 0 and (best_end < 0 or end < best_end):
+                source, best_end = other, end
         if best_end < 0:
             raise MonetError(f"tensor {plan.tensor_ids[t]!r} has no copy that {plan.core_ids[core]!r} can fetch",
                              field="schedule", fix="this is a bug in the decoder")
@@ -733,10 +722,11 @@ class _Decoder:
             until = self.read_until[source]
             if until.get(t, 0) < end:
                 until[t] = end
-        home = self.home.get(t, -1)
-        if (home >= 0 and here >= self.pull[t] and t in self.resident[home]
-                and self.last_on[self.core_of[plan.iproducer_pos[t]]].get(t, -1) <= here):
-            self._release(t, home)  # the last read in another SRAM has it: its home copy goes
+        if here >= self.pull.get(t, len(self.core_of)):
+            producer = self.core_of[plan.iproducer_pos[t]]
+            home = plan.imemory_of[producer]
+            if t in self.resident[home] and self.last_on[producer].get(t, -1) <= here:
+                self._release(t, home)  # the last read in another SRAM has it: its home copy goes
         self.resident[mem][t] = end
         self.alloc[mem][t] = start
         self.used[mem] += size
@@ -873,7 +863,7 @@ class _Decoder:
         if self.strict:
             self._check_fit()
         policy, to_shared, in_shared = self.policy, self.to_shared, self.in_shared
-        pull, home_of = self.pull, self.home
+        pull, core_of = self.pull, self.core_of
         backward, touched, memory_of = plan.backward, plan.itouched, plan.imemory_of
         last_on, last_forward_on = self.last_on, self.last_forward_on
         if plan.inputs_in_sram:  # offloaded graph inputs are written to the shared memory first
@@ -881,7 +871,7 @@ class _Decoder:
             for t in plan.igraph_inputs:
                 if policy[t] == 1 and t in self.resident[home]:
                     self._write_shared(t, home, 0)
-        for k, core in enumerate(self.core_of):
+        for k, core in enumerate(core_of):
             mem = memory_of[core]
             end = self._run(k, core, k, set(), recompute=False)
             for t in plan.inout[k]:  # other cores, or the offload policy, read it from DRAM
@@ -894,7 +884,7 @@ class _Decoder:
                 if t not in resident:
                     continue
                 if last_here.get(t, -1) <= k:  # no later read on this core
-                    if pull.get(t, -1) > k and home_of[t] == mem:
+                    if pull.get(t, -1) > k and memory_of[core_of[plan.iproducer_pos[t]]] == mem:
                         continue  # another SRAM pulls it from here later
                     self._release(t, mem)
                 elif forward and policy[t] and last_forward_here.get(t, -1) <= k:
