@@ -121,7 +121,8 @@ def solve_p3_auto(
                             seed=options.get("seed", 0), max_computes=options.get("max_computes"),
                             max_transfers=options.get("max_transfers"))
             members["descent"] = {"objective": None if found is None else found.value,
-                                  "moves": None if found is None else f"{found.taken} of {found.tried}"}
+                                  "moves": None if found is None else f"{found.taken} of {found.tried}",
+                                  "annealed": None if found is None else found.annealed}
             if found is not None:
                 # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
                 timed = retimed(found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0))

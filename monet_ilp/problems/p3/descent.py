@@ -1,6 +1,6 @@
 """``descend``: a descent over the ops' cores, the pins and the activation policies (P3D).
 
-``formulations/p3_cpsat.md`` §"descent" (P3D.1-P3D.4).  The LNS re-solves a dozen ops
+``formulations/p3_cpsat.md`` §"descent" (P3D.1-P3D.5).  The LNS re-solves a dozen ops
 at a time with CP-SAT; what it changes slowly is the placement of the pins, because a
 pin moves with every op that reads it.  This descent searches exactly that, on the
 decoder (:func:`~monet_ilp.heuristics.decoder.decode_placed_raw`: ops in a given order,
@@ -19,14 +19,21 @@ each on its core, Belady eviction to DRAM) scored by the decoder's fast path
   ``max_transfers`` transfers of a tensor into a memory; then the objective), so a start
   that does not fit is first brought to fit; the moves are tried in a seeded random
   order, in passes, until a pass takes none;
-* P3D.4 one descent from each start in turn, then, until the deadline, from the best so
-  far and from each start in turn, kicked by :data:`KICK` random moves.
+* P3D.4 under a time limit, simulated annealing first: from the best start, for
+  :data:`ANNEAL_SHARE` of the time, one random move at a time, taken when it lowers the
+  violations, or keeps them and raises the objective by no more than a temperature
+  allows (the Metropolis rule), the temperature falling geometrically from
+  :data:`ANNEAL_FROM` to :data:`ANNEAL_TO` of the start's objective;
+* P3D.5 then descents: from the annealing's best (without it, from each start in turn),
+  then, until the deadline, from the best so far and from each start in turn, kicked by
+  :data:`KICK` random moves.
 
 The best is decoded again, and the reference evaluator gives its value.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from collections import Counter
@@ -55,7 +62,14 @@ __all__ = ["Descent", "descend", "in_order"]
 _RECOMPUTE = POLICIES.index("recompute")
 #: The score of a decoding that fails outright (P3D.3).
 _NOWHERE = (1 << 30, float("inf"))
-#: P3D.4: the random moves that start each descent after the first round.
+#: P3D.4: the annealing's moves between two looks at the clock.
+_ANNEAL_BATCH = 64
+#: P3D.4: the share of the time the annealing gets before the descents, and its
+#: temperatures at its start and at its end, as shares of its start's objective.
+ANNEAL_SHARE = 0.8
+ANNEAL_FROM = 0.02
+ANNEAL_TO = 0.0005
+#: P3D.5: the random moves that start each descent after the first round.
 KICK = 4
 #: The order the decoder places the ops in (an index into the starts' orders), the ops'
 #: cores (by position in the instance's order), the policy of each saved activation (in
@@ -76,10 +90,13 @@ class Descent:
     taken: int
     rounds: int
     seconds: float
+    #: The annealing's moves tried, those of them taken that raised the objective, and
+    #: the value of its best state (``None``: it did not run).
+    annealed: tuple[int, int, int | float] | None = None
 
 
 def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, seed: int = 0,
-            rounds: int | None = None, max_computes: int | None = None,
+            rounds: int | None = None, anneal: int | None = None, max_computes: int | None = None,
             max_transfers: int | None = None) -> Descent | None:
     """Descend from each of ``starts`` (module docstring); ``None`` when no decoding reached fits.
 
@@ -92,12 +109,15 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
         policies start the descents (a solver's schedule, the list-scheduling baselines).
     deadline
         When to stop: until then, each descent after the first starts from the best so
-        far, kicked (P3D.4).
+        far, kicked (P3D.5); under a limit, the annealing first (P3D.4).
     seed
         Seeds the order of the moves.
     rounds
-        Stop after this many descents (``None``: at the deadline); with it, the result
-        depends only on the seed when the deadline does not come first.
+        Stop after this many descents (``None``: at the deadline); with it and ``anneal``
+        given, the result depends only on the seed when the deadline does not come first.
+    anneal
+        The annealing's moves (P3D.4; ``0``: none); ``None``: :data:`ANNEAL_SHARE` of the
+        time under a limited deadline without ``rounds``, none otherwise.
     max_computes, max_transfers
         The class P3.K3 the moves stay in (the LNS's).
     """
@@ -187,14 +207,61 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     best_state = initial[scores.index(best)]
     tried = taken = done = 0
     rng = random.Random(seed)
+
+    def annealed(state: _State, value: tuple[int, float], moves_left: int | None,
+                 seconds: float) -> tuple[_State, tuple[int, float], int, int]:
+        """P3D.4: the best state the annealing from ``state`` reaches in ``moves_left``
+        moves (``None``: in ``seconds``), its score, the moves tried and the uphill moves
+        taken."""
+        hot = max(ANNEAL_FROM * value[1], 1.0)
+        cold = max(ANNEAL_TO * value[1], 1e-3)
+        began_at = time.perf_counter()
+        best_here, count, uphill = (value, state), 0, 0
+        while not deadline.passed():
+            if moves_left is None:
+                progress = (time.perf_counter() - began_at) / seconds
+            else:
+                progress = count / moves_left if moves_left else 1.0
+            if progress >= 1.0:
+                break
+            temperature = hot * (cold / hot) ** progress
+            for move in (rng.choice(moves) for _ in range(_ANNEAL_BATCH)):
+                if moves_left is not None and count >= moves_left:
+                    break
+                after = moved(state, move)
+                if after is None:
+                    continue
+                count += 1
+                v = score(*after)
+                if v[0] < value[0] or (v[0] == value[0] and v[1] <= value[1]):
+                    value, state = v, after
+                    best_here = min(best_here, (value, state), key=lambda pair: pair[0])
+                elif v[0] == value[0] and rng.random() < math.exp((value[1] - v[1]) / temperature):
+                    value, state, uphill = v, after, uphill + 1
+        return best_here[1], best_here[0], count, uphill
+
+    froms = initial
+    annealing = None
+    if anneal is None:
+        anneal_time = ANNEAL_SHARE * (deadline.left() or 0.0) if deadline.limited and rounds is None else 0.0
+        moves_left: int | None = None if anneal_time > 0 else 0
+    else:
+        anneal_time, moves_left = 0.0, anneal
+    if (moves_left is None or moves_left > 0) and best[1] < float("inf"):
+        # P3D.4 the annealing from the best start; the descents start from its best.
+        state, value, count, uphill = annealed(best_state, best, moves_left, anneal_time)
+        annealing = (count, uphill, value[1])
+        froms = [state]
+        if value < best:
+            best, best_state = value, state
     while not deadline.passed() and (rounds is None or done < rounds):
-        # P3D.4 the start of this descent: each start in turn first, then the best so far
-        # and the starts in turn, each kicked by KICK random moves.
-        if done < len(initial):
-            state = initial[done]
+        # P3D.5 the start of this descent: the annealing's best, or each start in turn,
+        # first, then the best so far and those in turn, each kicked by KICK random moves.
+        if done < len(froms):
+            state = froms[done]
         else:
-            turn = (done - len(initial)) % (len(initial) + 1)
-            state = best_state if turn == 0 else initial[turn - 1]
+            turn = (done - len(froms)) % (len(froms) + 1)
+            state = best_state if turn == 0 else froms[turn - 1]
             for move in rng.sample(moves, min(KICK, len(moves))):
                 after = moved(state, move)
                 if after is not None and score(*after)[0] == 0:
@@ -227,7 +294,7 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     if not metrics.feasible:
         return None
     return Descent(metrics.schedule, metrics.objective_value, tuple(decoded), tried, taken, done,
-                   round(time.perf_counter() - began, 3))
+                   round(time.perf_counter() - began, 3), annealing)
 
 
 def in_order(instance: Instance, order: Seq[str]) -> Instance:

@@ -1,5 +1,5 @@
 """The descent over the ops' cores, the pins and the activation policies
-(``formulations/p3_cpsat.md`` P3D.1-P3D.4)."""
+(``formulations/p3_cpsat.md`` P3D.1-P3D.5)."""
 
 from __future__ import annotations
 
@@ -84,3 +84,30 @@ def test_each_start_is_decoded_in_the_order_of_its_first_runs():
     found = descend(inst, [start], deadline=Deadline(60), rounds=0)
     assert found is not None and found.decoded[0] is not None
     assert found.decoded[0] == evaluate(inst, own).objective_value
+
+
+def test_the_annealing_takes_uphill_moves_and_the_descents_start_from_its_best():
+    """P3D.4-P3D.5: the Metropolis rule takes moves that raise the objective; the best state
+    it reaches is no worse than its start, the descents after it lower it further or keep
+    it, and with ``anneal`` and ``rounds`` given the result depends on the seed alone."""
+    inst = mlp4("latency")
+    starts = [schedule for _, _, schedule in baseline_schedules(inst)[:2]]
+    runs = [descend(inst, starts, deadline=Deadline(120), rounds=2, anneal=3000, seed=5) for _ in range(2)]
+    found = runs[0]
+    assert found is not None and found.annealed is not None
+    count, uphill, value = found.annealed
+    assert count == 3000 and uphill > 0
+    assert value <= min(v for v in found.decoded if v is not None)
+    assert found.value <= value
+    assert evaluate(inst, found.schedule).objective_value == found.value
+    assert runs[1] is not None and (runs[1].value, runs[1].annealed) == (found.value, found.annealed)
+    without = descend(inst, starts, deadline=Deadline(120), rounds=2, seed=5)
+    assert without is not None and without.annealed is None
+
+
+def test_under_a_time_limit_the_annealing_gets_its_share_first():
+    inst = mlp4("latency")
+    starts = [schedule for _, _, schedule in baseline_schedules(inst)[:2]]
+    found = descend(inst, starts, deadline=Deadline(3.0), seed=0)
+    assert found is not None and found.annealed is not None and found.annealed[0] > 100
+    assert found.value <= found.annealed[2]
