@@ -201,6 +201,11 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
             return None
         return order, cores, [*policies[:what], where, *policies[what + 1:]], pinned
 
+    def attempt(state: _State, move: tuple[str, object, object]) -> tuple[_State, tuple[int, float]] | None:
+        """``state`` after ``move`` and its score (P3D.3), or ``None`` where the move changes nothing."""
+        after = moved(state, move)
+        return None if after is None else (after, score(*after))
+
     scores = [score(*state) for state in initial]
     decoded = [value[1] if value[0] == 0 else None for value in scores]
     best = min(scores)
@@ -228,11 +233,11 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
             for move in (rng.choice(moves) for _ in range(_ANNEAL_BATCH)):
                 if moves_left is not None and count >= moves_left:
                     break
-                after = moved(state, move)
-                if after is None:
+                trial = attempt(state, move)
+                if trial is None:
                     continue
                 count += 1
-                v = score(*after)
+                after, v = trial
                 if v[0] < value[0] or (v[0] == value[0] and v[1] <= value[1]):
                     value, state = v, after
                     best_here = min(best_here, (value, state), key=lambda pair: pair[0])
@@ -275,11 +280,11 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
             for move in moves:
                 if deadline.passed():
                     break
-                after = moved(state, move)
-                if after is None:
+                trial = attempt(state, move)
+                if trial is None:
                     continue
                 tried += 1
-                v = score(*after)
+                after, v = trial
                 if v < value:
                     value, state, improved = v, after, True
                     taken += 1
