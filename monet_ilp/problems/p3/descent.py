@@ -226,7 +226,7 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
             if moves_left is None:
                 progress = (time.perf_counter() - began_at) / seconds
             else:
-                progress = count / moves_left if moves_left else 1.0
+                progress = count / moves_left
             if progress >= 1.0:
                 break
             temperature = hot * (cold / hot) ** progress
@@ -240,21 +240,19 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
                 after, v = trial
                 if v[0] < value[0] or (v[0] == value[0] and v[1] <= value[1]):
                     value, state = v, after
-                    best_here = min(best_here, (value, state), key=lambda pair: pair[0])
+                    if value < best_here[0]:
+                        best_here = (value, state)
                 elif v[0] == value[0] and rng.random() < math.exp((value[1] - v[1]) / temperature):
                     value, state, uphill = v, after, uphill + 1
         return best_here[1], best_here[0], count, uphill
 
     froms = initial
     annealing = None
-    if anneal is None:
-        anneal_time = ANNEAL_SHARE * (deadline.left() or 0.0) if deadline.limited and rounds is None else 0.0
-        moves_left: int | None = None if anneal_time > 0 else 0
-    else:
-        anneal_time, moves_left = 0.0, anneal
-    if (moves_left is None or moves_left > 0) and best[1] < float("inf"):
+    timed = anneal is None and rounds is None and (deadline.left() or 0.0) > 0
+    if (timed or (anneal or 0) > 0) and best[1] < float("inf"):
         # P3D.4 the annealing from the best start; the descents start from its best.
-        state, value, count, uphill = annealed(best_state, best, moves_left, anneal_time)
+        state, value, count, uphill = annealed(best_state, best, None if timed else anneal,
+                                               ANNEAL_SHARE * (deadline.left() or 0.0))
         annealing = (count, uphill, value[1])
         froms = [state]
         if value < best:
