@@ -86,7 +86,7 @@ _P3_MILP_OPTIONS = ("milp_solver", "max_computes", "max_transfers", "colocate", 
 # Written out here (the registry imports no backend module): the backends check the same lists.
 _P1_INTERVAL_OPTIONS = ("max_computes", "fixed_order", "tight_ends", "use_baseline_hint", "log", "seed",
                         "params")
-_P1_LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
+_P1_LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "anneal", "log", "seed", "params")
 _P1_AUTO_OPTIONS = ("max_computes", "members", "all_bound", "seed", "log")
 _P3_LNS_OPTIONS = ("step_time", "size", "steps", "seed", "max_computes", "max_transfers", "log")
 

@@ -352,8 +352,11 @@ def _run_members(instance: Instance, chosen: list[Member],
             stats["members"][member.name].update(
                 status=str(result.status), objective=result.objective, bound=result.bound,
                 seconds=round(time.perf_counter() - began, 3), source=result.source or member.name)
-            if "offers" in result.stats:  # PF.S5: what became of the relaxation's plan
-                stats["members"][member.name]["offers"] = result.stats["offers"]
+            # PF.S5: what became of the relaxation's plans; P1I.L7: what the annealing did;
+            # the LNS's steps
+            for key in ("offers", "anneal", "steps", "improving_steps"):
+                if key in result.stats:
+                    stats["members"][member.name][key] = result.stats[key]
         return result
 
     relaxed: list[tuple[int, Sequence]] = []

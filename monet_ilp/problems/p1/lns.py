@@ -28,6 +28,7 @@ from monet_ilp.errors import MonetError
 from monet_ilp.heuristics.liveness import replay
 from monet_ilp.heuristics.repair import repair_sequence
 from monet_ilp.heuristics.store_all import store_all_sequence
+from monet_ilp.problems.p1.anneal import anneal as anneal_plan
 from monet_ilp.problems.p1.data import P1Data, check_max_computes, check_p1, p1_data
 from monet_ilp.problems.p1.interval import (
     IntervalModel,
@@ -57,8 +58,11 @@ __all__ = ["LNS_OPTIONS", "LnsStep", "LowestPeak", "Offers", "descent_steps", "l
            "solve_lns"]
 
 #: The options of the ``lns`` backend beyond time_limit, workers and hint.
-LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "log", "seed", "params")
+LNS_OPTIONS = ("max_computes", "window", "slack", "step_time", "steps", "anneal", "log", "seed", "params")
 
+#: P1I.L7: the share of the time left after the start that the annealing takes, when the
+#: option ``anneal`` does not say how many moves.
+ANNEAL_SHARE = 0.8
 #: Window bounds (positions of the plan), P1I.L4.
 MIN_WINDOW, MAX_WINDOW = 8, 400
 #: Deterministic seconds of CP-SAT per step (P1I.L4).  Wall seconds run several times
@@ -137,6 +141,7 @@ def solve_lns(
     slack: int | None = None,
     step_time: float = STEP_DETERMINISTIC_TIME,
     steps: int | None = None,
+    anneal: int | None = None,
     log: bool = False,
     seed: int = 0,
     params: dict[str, Any] | None = None,
@@ -169,6 +174,10 @@ def solve_lns(
         CP-SAT's deterministic-time limit per step (P1I.L4).
     steps
         Stop after this many steps.
+    anneal
+        Moves of the annealing (P1I.L7) from a start within the budget, before the
+        steps (deterministic per seed); ``None``: :data:`ANNEAL_SHARE` of the time
+        under a time limit when ``steps`` is not given, none otherwise; ``0``: none.
     seed
         Seeds the windows and CP-SAT.
     params
@@ -194,6 +203,9 @@ def solve_lns(
     if window < 1 or (slack is not None and slack < 0) or step_time <= 0:
         raise MonetError("lns needs window >= 1, slack >= 0 and step_time > 0", field="window",
                          fix="pass a positive window and step_time")
+    if anneal is not None and anneal < 0:
+        raise MonetError("lns needs anneal >= 0 (moves of the annealing)", field="anneal",
+                         fix="pass a number of moves, 0 for none, or leave it out")
     started = deadline.started
     data = p1_data(instance)
     trivial = sum(data.cost)
@@ -210,6 +222,17 @@ def solve_lns(
                                  message=f"no start from the heuristics; the interval model: {whole.message}")
         current = plan_of_sequence(data, whole.schedule)
         source = "interval"
+    timed = anneal is None and steps is None and deadline.limited
+    if current.fits(data) and current.cost > trivial and (anneal or timed):
+        # P1I.L7: anneal from the start, then the steps go on from its best plan.
+        began = time.perf_counter()
+        annealed = anneal_plan(data, current, deadline=deadline.sub(ANNEAL_SHARE), seed=seed, moves=anneal)
+        best_annealed = prune(data, annealed.plan, deadline=deadline)
+        stats["anneal"] = {"from": current.cost, "to": best_annealed.cost, "moves": annealed.tried,
+                           "taken": annealed.taken, "uphill": annealed.uphill,
+                           "seconds": round(time.perf_counter() - began, 3)}
+        if best_annealed.cost < current.cost:
+            current, source = best_annealed, "anneal"
     # The class grows to hold the start (P1I.L2): an op the start computes more than C
     # times gets as many copies.
     copies = _copies(data, max_computes, [current] + ([detour[0]] if detour else []))

@@ -21,8 +21,8 @@ from monet_ilp.schedule import Compute, Release, Schedule, Sequence
 if TYPE_CHECKING:
     from monet_ilp.problems.p1.data import P1Data
 
-__all__ = ["OutsideClass", "Plan", "canonical_plan", "computations_of", "plan_of_sequence",
-           "sequence_of_plan"]
+__all__ = ["OutsideClass", "Plan", "canonical_form", "canonical_plan", "computations_of", "memory_of",
+           "plan_of_sequence", "sequence_of_plan"]
 
 
 class OutsideClass(ValueError):
@@ -72,7 +72,7 @@ class Plan:
 
     def memory(self, data: P1Data) -> list[int]:
         """The memory at each position (§2, units of ``data.scale``); its maximum is ``peak``."""
-        return _memory(data, self.nodes, self.end, self.input_end)
+        return memory_of(data, self.nodes, self.end, self.input_end)
 
     def overflow(self, data: P1Data) -> tuple[int, int]:
         """How far the plan is over the budget: its peak (at least the budget) and the
@@ -133,12 +133,40 @@ def canonical_plan(data: P1Data, nodes: Iterable[int]) -> Plan:
     """
     order = list(nodes)
     _check_order(data, order)
+    order, end, input_end, _ = canonical_form(data, order)
+    count = [0] * data.n
+    copy = []
+    for v in order:
+        copy.append(count[v])
+        count[v] += 1
+    peak = max(memory_of(data, order, end, input_end), default=0)
+    return Plan(tuple(order), tuple(copy), tuple(end), tuple(input_end),
+                sum(data.cost[v] for v in order), peak)
+
+
+def canonical_form(data: P1Data, order: list[int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """``order`` without its useless recomputations (no reader before the node is computed
+    again, P1I.C9; dropped until none is left), each computation's tight end (its last
+    reader, or its own position), each read input's end, and each node's first position.
+    The order's rules are not checked (:func:`canonical_plan` does)."""
+    n, preds, node_inputs = data.n, data.preds, data.node_inputs
     while True:
-        useless = _useless(data, order)
+        latest = [-1] * n
+        first = [-1] * n
+        end = list(range(len(order)))
+        input_end = [-1] * len(data.input_ids)
+        for k, v in enumerate(order):
+            for u in preds[v]:
+                end[latest[u]] = k
+            for g in node_inputs[v]:
+                input_end[g] = k
+            latest[v] = k
+            if first[v] < 0:
+                first[v] = k
+        useless = {k for k, v in enumerate(order) if end[k] == k and first[v] != k}
         if not useless:
-            break
+            return order, end, input_end, first
         order = [v for k, v in enumerate(order) if k not in useless]
-    return _plan(data, order)
 
 
 # ------------------------------------------------------------------ the checks
@@ -175,33 +203,10 @@ def _check_order(data: P1Data, order: list[int]) -> None:
         raise OutsideClass(f"it never computes {data.ops[left]!r}")
 
 
-def _useless(data: P1Data, order: list[int]) -> set[int]:
-    """Positions of recomputations that no reader uses before the node is computed again."""
-    served = _served(data, order)
-    seen: set[int] = set()
-    useless: set[int] = set()
-    for k, v in enumerate(order):
-        if v in seen and not served[k]:
-            useless.add(k)
-        seen.add(v)
-    return useless
-
-
-def _served(data: P1Data, order: list[int]) -> list[bool]:
-    """Whether each computation's value is read before its node is computed again."""
-    latest: dict[int, int] = {}
-    served = [False] * len(order)
-    for k, v in enumerate(order):
-        for u in data.preds[v]:
-            served[latest[u]] = True
-        latest[v] = k
-    return served
-
-
 Positions = list[int] | tuple[int, ...]
 
 
-def _memory(data: P1Data, order: Positions, end: Positions, input_end: Positions) -> list[int]:
+def memory_of(data: P1Data, order: Positions, end: Positions, input_end: Positions) -> list[int]:
     """EV.E3 at each position ``t``: every copy with start <= t <= end, every input with end >= t."""
     delta = [0] * (len(order) + 1)
     for k, v in enumerate(order):
@@ -215,26 +220,6 @@ def _memory(data: P1Data, order: Positions, end: Positions, input_end: Positions
         held += delta[k]
         out.append(held)
     return out
-
-
-def _plan(data: P1Data, order: list[int]) -> Plan:
-    n = data.n
-    count = [0] * n
-    copy = []
-    latest: dict[int, int] = {}
-    end = list(range(len(order)))
-    input_end = [-1] * len(data.input_ids)
-    for k, v in enumerate(order):
-        copy.append(count[v])
-        count[v] += 1
-        for u in data.preds[v]:
-            end[latest[u]] = k
-        for g in data.node_inputs[v]:
-            input_end[g] = k
-        latest[v] = k
-    peak = max(_memory(data, order, end, input_end), default=0)
-    return Plan(tuple(order), tuple(copy), tuple(end), tuple(input_end),
-                sum(data.cost[v] for v in order), peak)
 
 
 # ------------------------------------------------------------------ back to a Sequence
