@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import math
 import random
-import sys
-import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from monet_ilp.engines.highs import python_beside_highs
 from monet_ilp.problems.p1.interval import Plan, canonical_plan
 from monet_ilp.problems.p1.interval.plan import canonical_form, memory_of
 from monet_ilp.problems.p1.prune import prune
@@ -52,8 +51,6 @@ PRICE_TO = 200.0
 ROUNDS = 2
 #: A moved recomputation goes at most this many positions either way.
 SHIFT = 20
-#: Python's thread switch interval while the annealing runs (:class:`_ShortSwitches`).
-SWITCH_S = 0.0002
 #: Every this many moves the temperature and the price are set from the clock again.
 TICK = 256
 
@@ -112,7 +109,7 @@ def anneal(data: P1Data, plan: Plan, *, deadline: Deadline, seed: int = 0, moves
     schedule = (hot, hot * ANNEAL_COLD / ANNEAL_HOT, mean_cost / max(mean_size, 1e-9))
     best = plan if plan.fits(data) else None
     tried = taken = uphill = 0
-    with _short_switches:
+    with python_beside_highs:
         for r in range(ROUNDS):
             origin = plan if best is None else prune(data, best, deadline=deadline)
             if best is not None:
@@ -128,39 +125,6 @@ def anneal(data: P1Data, plan: Plan, *, deadline: Deadline, seed: int = 0, moves
     if best is not None:
         best = prune(data, best, deadline=deadline)
     return Annealed(best if best is not None else plan, tried, taken, uphill)
-
-
-class _ShortSwitches:
-    """Python's thread switch interval at :data:`SWITCH_S` while an annealing runs (the
-    interval before it back once the last one ends).
-
-    The annealing is pure Python and holds the GIL.  A portfolio runs HiGHS beside it on
-    another thread (``p1_portfolio.md`` PF.B2), whose interrupt callbacks need the GIL many
-    times a second: at the default interval (5 ms) each waits that long.  The boundary
-    relaxation of the random DAG n = 250 at 0.8 reached 14,701 in 60 s alone and 14,447
-    beside a busy Python thread; with the interval at 0.2 ms, 14,701 again.
-    """
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.running = 0
-        self.saved = sys.getswitchinterval()
-
-    def __enter__(self) -> None:
-        with self.lock:
-            if self.running == 0:
-                self.saved = sys.getswitchinterval()
-                sys.setswitchinterval(SWITCH_S)
-            self.running += 1
-
-    def __exit__(self, *_: object) -> None:
-        with self.lock:
-            self.running -= 1
-            if self.running == 0:
-                sys.setswitchinterval(self.saved)
-
-
-_short_switches = _ShortSwitches()
 
 
 def _round(data: P1Data, plan: Plan, schedule: tuple[float, float, float], rng: random.Random,

@@ -25,6 +25,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline
+from monet_ilp.engines.highs import python_beside_highs
 from monet_ilp.evaluate import verified
 from monet_ilp.problems.p3.bounds import combinatorial_bound
 from monet_ilp.problems.p3.cpsat import SMALL_OPS, solve_p3_cpsat
@@ -117,9 +118,10 @@ def solve_p3_auto(
             # P3A.2: the descent over cores, pins and policies, from the hint and the baselines.
             starts = [hint] if isinstance(hint, Schedule) else []
             starts += [schedule for ok, _, schedule in baseline_schedules(instance) if ok][:2]
-            found = descend(instance, starts, deadline=deadline.sub(DESCENT_SHARE, at_most=DESCENT_AT_MOST),
-                            seed=options.get("seed", 0), max_computes=options.get("max_computes"),
-                            max_transfers=options.get("max_transfers"))
+            with python_beside_highs:  # the floor's HiGHS callbacks get the interpreter in time
+                found = descend(instance, starts, deadline=deadline.sub(DESCENT_SHARE, at_most=DESCENT_AT_MOST),
+                                seed=options.get("seed", 0), max_computes=options.get("max_computes"),
+                                max_transfers=options.get("max_transfers"))
             members["descent"] = {"objective": None if found is None else found.value,
                                   "moves": None if found is None else f"{found.taken} of {found.tried}",
                                   "annealed": None if found is None else found.annealed}
