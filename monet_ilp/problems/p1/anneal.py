@@ -5,7 +5,7 @@ plan within the budget at every step.  A recomputation that pays only together w
 others far away (a value held longer here, another one dropped there) is out of its
 reach.  The annealing makes one small change at a time anywhere in the plan (a
 recomputation removed, moved, or added before a reader) and lets the plan go over the
-budget for a while, at a price per byte over it per position that rises as the
+budget for a while, at a price per unit of memory over it per position that rises as the
 temperature falls, so that it ends within the budget.
 
 A state is a list of computations (first computations in the instance's order; the
