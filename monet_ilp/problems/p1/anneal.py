@@ -13,9 +13,9 @@ moves never touch them), put in the canonical form of ``p1_interval.md`` §5 by
 :func:`_measure`: useless recomputations dropped, each copy held to its last reader.
 Its score is ``cost + λ · excess``, ``excess`` the memory over the budget summed over
 positions (P1I.L5's measure).  The time is split into :data:`ROUNDS` rounds, each from
-the best plan within the budget so far, pruned (P1I.L0).  The result is that best plan, a
-:class:`~monet_ilp.problems.p1.interval.Plan` made by :func:`canonical_plan` (and checked
-by the evaluator where the caller returns it).
+the best plan within the budget so far, pruned (P1I.L0).  The result is the best plan, a
+:class:`~monet_ilp.problems.p1.interval.Plan` made by :func:`canonical_plan`; the LNS
+prunes it once more and the evaluator checks what the caller returns.
 """
 
 from __future__ import annotations
@@ -66,16 +66,18 @@ class Annealed:
     uphill: int
 
 
+@dataclass(slots=True)
 class _State:
     """A canonical list of computations with what the moves read: each copy's end, the
     memory at each position, the position of each node's first computation."""
 
-    __slots__ = ("cost", "end", "excess", "first", "memory", "order", "update_at")
-
-    def __init__(self, order: list[int], cost: int, end: list[int], memory: list[int], excess: int,
-                 first: list[int], update_at: int) -> None:
-        self.order, self.cost, self.end, self.memory, self.excess = order, cost, end, memory, excess
-        self.first, self.update_at = first, update_at
+    order: list[int]
+    cost: int
+    end: list[int]
+    memory: list[int]
+    excess: int
+    first: list[int]
+    update_at: int
 
 
 def _measure(data: P1Data, order: list[int]) -> _State:
@@ -111,9 +113,9 @@ def anneal(data: P1Data, plan: Plan, *, deadline: Deadline, seed: int = 0, moves
     tried = taken = uphill = 0
     with python_beside_highs:
         for r in range(ROUNDS):
-            origin = plan if best is None else prune(data, best, deadline=deadline)
             if best is not None:
-                best = origin
+                best = prune(data, best, deadline=deadline)
+            origin = plan if best is None else best
             budget = None if moves is None else (moves * (r + 1)) // ROUNDS - tried
             until = None if span is None else began + span * (r + 1) / ROUNDS
             found, counts = _round(data, origin, schedule, rng, deadline, moves=budget, until=until)
@@ -122,8 +124,6 @@ def anneal(data: P1Data, plan: Plan, *, deadline: Deadline, seed: int = 0, moves
                 best = found
             if deadline.passed():
                 break
-    if best is not None:
-        best = prune(data, best, deadline=deadline)
     return Annealed(best if best is not None else plan, tried, taken, uphill)
 
 
