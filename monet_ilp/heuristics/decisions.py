@@ -15,7 +15,11 @@ The decoder, in the instance's op order (one pass):
   produced; a ``keep`` one also stays in its producer's SRAM until the last read in
   another SRAM (or an eviction), and each such read takes the copy that arrives first:
   DRAM's, or the producer's moved straight over a link that joins the two SRAMs (a
-  NoC hop, often done before the round trip through DRAM);
+  NoC hop, often done before the round trip through DRAM).  On an energy instance a
+  ``keep`` one whose readers' SRAMs all have a link from its producer's is not written
+  to DRAM when made: the reads take the NoC hop, and it goes to DRAM only if its SRAM
+  evicts it while such a read is still to come (the write costs DRAM energy; on
+  latency it runs beside the compute and gives a second source);
 * the saved activations (``TrainingGraph.saved_tensors``) follow their policy:
 
   - ``keep``: the copy stays in the producer core's SRAM until its last reader there;

@@ -60,6 +60,7 @@ class DecoderPlan:
     sequence_form: bool
     links: dict[str, LinkSpec]
     pins_modelled: bool
+    lazy_cross: bool
     work: list[int]
     layer_persistent: dict[str, tuple[str, ...]]
     first_core: list[str]
@@ -182,6 +183,9 @@ class DecoderPlan:
         self.sequence_form = self.shared is None and len(instance.cores) == 1 and \
             instance.cores[0].memory == self.input_home
         self.links = {l.id: l for l in instance.links}
+        # On energy, a kept tensor read on another core goes there over a link that joins
+        # the two SRAMs, and to DRAM only when its SRAM evicts it (module docstring).
+        self.lazy_cross = instance.objective == "energy"
         routes: dict[tuple[str, str], tuple[str, ...]] = {}
         for a in capacity:
             for b in capacity:
@@ -480,8 +484,10 @@ class _Decoder:
         # takes whichever copy arrives first: often the producer's, one NoC hop away,
         # before the round trip through DRAM is over (unless the SRAM evicts it first).
         self.pull: dict[int, int] = {t: last for t, last in where.remote_last.items() if not chosen[t]}
+        home_of = plan.imemory_of
         for t in where.cross:
-            if not chosen[t]:
+            if not chosen[t] and not (plan.lazy_cross and self._linked(t, home_of[self.core_of[plan.iproducer_pos[t]]],
+                                                                      where.remote_last.get(t, -1))):
                 self.to_shared[t] = True
         for t in where.cross_forward:
             if chosen[t] == 2:
@@ -618,6 +624,18 @@ class _Decoder:
                 best_end, best_start, best_link = t + cycles, t, link
         return best_start, best_end, best_link
 
+    def _linked(self, tensor: int, home: int, last: int) -> bool:
+        """Whether a link joins ``home`` to the SRAM of every reader of ``tensor`` elsewhere
+        (up to position ``last``): then those readers can take it straight from ``home``."""
+        plan = self.plan
+        for q in plan.ireaders[tensor]:
+            if q > last:
+                break
+            mem = plan.imemory_of[self.core_of[q]]
+            if mem != home and not plan.route_cycles(home, mem, tensor):
+                return False
+        return last >= 0
+
     def _write_shared(self, tensor: int, mem: int, ready: int) -> None:
         """Copy ``tensor`` from ``mem`` to the shared memory (where it then stays); the copy in
         ``mem`` is kept until the transfer ends."""
@@ -675,7 +693,8 @@ class _Decoder:
             if victim < 0:
                 self.over.append([op, plan.mem_ids[mem], self.used[mem] + need])
                 return
-            if key[0] != never and self.in_shared[victim] < 0 and self.policy[victim] != 2:
+            if ((key[0] != never or self.pull.get(victim, -1) > here)  # read again here or elsewhere
+                    and self.in_shared[victim] < 0 and self.policy[victim] != 2):
                 self._write_shared(victim, mem, resident[victim])
             self.evicted.append([plan.tensor_ids[victim], plan.mem_ids[mem], op])
             self._release(victim, mem)

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Sequence
 
-__all__ = ["CPSAT_SHARE", "DESCENT_AT_MOST", "DESCENT_SHARE", "FLOOR_AT_MOST", "FLOOR_SHARE", "LNS_MIN_OPS",
+__all__ = ["CPSAT_SHARE", "DESCENT_AT_MOST", "DESCENT_SHARE", "ENERGY_DESCENT_SHARE", "FLOOR_AT_MOST", "FLOOR_SHARE", "LNS_MIN_OPS",
            "solve_p3_auto"]
 
 #: Up to this many ops the whole model gets the whole time (P3A.1), with the search CP-SAT
@@ -62,6 +62,10 @@ FLOOR_AT_MOST = 30.0
 #: P3A.3: the share of the time left after the descent that the whole model gets before
 #: the LNS takes over.
 CPSAT_SHARE = 0.5
+#: P3A.2-P3A.3 on energy: the descent's share (at most DESCENT_AT_MOST), and CP-SAT takes
+#: all the time left (no LNS): there the LNS's steps rarely improve on CP-SAT, and the
+#: descent, whose decoder sends data between cores over the NoC, is the better search.
+ENERGY_DESCENT_SHARE = 0.5
 #: Options that keep the LNS's class the one CP-SAT searched (the others narrow CP-SAT's
 #: class, which the LNS does not take: with them, CP-SAT runs alone).
 _SAME_CLASS = frozenset({"max_computes", "max_transfers", "use_baseline_hint", "params", "seed", "log"})
@@ -103,6 +107,7 @@ def solve_p3_auto(
     deadline = Deadline(time_limit)
     lns_too = (deadline.limited and len(instance.graph.ops) > LNS_MIN_OPS
                and set(options) <= _SAME_CLASS)
+    energy = instance.objective == "energy"
     members: dict[str, Any] = {}
     found = None
     floor = None
@@ -119,7 +124,8 @@ def solve_p3_auto(
             starts = [hint] if isinstance(hint, Schedule) else []
             starts += [schedule for ok, _, schedule in baseline_schedules(instance) if ok][:2]
             with python_beside_highs:  # the floor's HiGHS callbacks get the interpreter in time
-                found = descend(instance, starts, deadline=deadline.sub(DESCENT_SHARE, at_most=DESCENT_AT_MOST),
+                share = ENERGY_DESCENT_SHARE if energy else DESCENT_SHARE
+                found = descend(instance, starts, deadline=deadline.sub(share, at_most=DESCENT_AT_MOST),
                                 seed=options.get("seed", 0), max_computes=options.get("max_computes"),
                                 max_transfers=options.get("max_transfers"))
             members["descent"] = {"objective": None if found is None else found.value,
@@ -138,13 +144,21 @@ def solve_p3_auto(
         members["floor"] = {"bound": floor, "seconds": seconds}
     # P3A.3: CP-SAT on the whole model, hinted with the descent's schedule.
     left = deadline.left()
-    first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too else 1.0),
+    first = solve_p3_cpsat(instance, time_limit=None if left is None else left * (CPSAT_SHARE if lns_too and not energy else 1.0),
                            workers=workers, hint=hint, _floor=floor, **options)
     members["cpsat"] = _summary(first, deadline, "cpsat")
     first = replace(first, stats={**first.stats, "members": dict(members)}, source=first.source or "cpsat")
     if (not lns_too or first.status in (Status.OPTIMAL, Status.INFEASIBLE, Status.ERROR)
-            or (first.schedule is None and found is None) or deadline.passed(margin=1.0)):
+            or (first.schedule is None and found is None)):
         return first
+    if deadline.passed(margin=1.0):  # no time for the LNS: the better of CP-SAT's and the descent's
+        if found is None or (first.objective is not None and first.objective <= found.value):
+            return first
+        # Unchecked against CP-SAT's class here, so the bound is the one over every schedule.
+        return replace(first, status=Status.FEASIBLE, schedule=found.schedule, objective=found.value,
+                       bound=floor, source="descent",
+                       stats={**first.stats, "bound_class": "every schedule (the floor, P3A.2)"},
+                       message=f"the descent {found.value}, CP-SAT {first.objective}; no time was left for the LNS")
     same = {k: v for k, v in options.items() if k in ("max_computes", "max_transfers", "seed", "log")}
     # P3A.4: the LNS from the better of the two.
     start = first.schedule

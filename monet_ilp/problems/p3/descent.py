@@ -12,8 +12,10 @@ each on its core, Belady eviction to DRAM) scored by the decoder's fast path
   :func:`~monet_ilp.heuristics.decisions.decisions_from_schedule` reads them; the
   decoder places the ops in the order of the start's first runs (:func:`in_order`);
 * P3D.2 the moves: one op to another core; one pin added or dropped; one persistent
-  tensor pinned with every op that reads it moved to one core; one saved activation's
-  policy (keep, offload, recompute) changed;
+  tensor pinned with every op that reads it moved to one core; one group of persistent
+  tensors joined by the ops that read them (:func:`_pin_groups`) pinned, with all those
+  ops moved to one core, or unpinned; one saved activation's policy (keep, offload,
+  recompute) changed;
 * P3D.3 a move is taken when it lowers the pair (capacity violations plus the runs
   and transfers beyond class P3.K3: at most ``max_computes`` runs of an op,
   ``max_transfers`` transfers of a tensor into a memory; then the objective), so a start
@@ -174,6 +176,8 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
         ("core", k, c) for k in range(len(plan.order)) if len(candidates[k]) > 1 for c in candidates[k]]
     moves += [("pin", p, None) for p in persistent]
     moves += [("gather", p, c) for p in persistent if p in readers for c in core_ids]
+    groups = _pin_groups(readers)
+    moves += [("group", i, c) for i in range(len(groups)) if len(groups[i]) > 1 for c in core_ids]
     moves += [("policy", i, q) for i, t in enumerate(plan.saved) for q in range(len(POLICIES))
               if q != _RECOMPUTE or t in plan.recomputable]
 
@@ -196,6 +200,17 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
                 if where in candidates[k]:
                     gathered[k] = where
             return order, gathered, policies, pinned if what in pinned else [*pinned, what]
+        if kind == "group":  # every tensor of the group pinned and its readers on one core, or none pinned
+            assert isinstance(what, int) and isinstance(where, str)
+            group = groups[what]
+            if all(p in pinned for p in group):
+                return order, cores, policies, [p for p in pinned if p not in group]
+            gathered = list(cores)
+            for p in group:
+                for k in readers[p]:
+                    if where in candidates[k]:
+                        gathered[k] = where
+            return order, gathered, policies, [*pinned, *(p for p in group if p not in pinned)]
         assert isinstance(what, int) and isinstance(where, int)
         if policies[what] == where:
             return None
@@ -317,3 +332,26 @@ def _outside(raw: RawSchedule, computes: int, transfers: int) -> int:
     moved = Counter((x[2], x[4]) for x in raw.transfers)
     return (sum(max(0, n - computes) for n in runs.values())
             + sum(max(0, n - transfers) for n in moved.values()))
+
+
+def _pin_groups(readers: dict[str, list[int]]) -> list[list[str]]:
+    """The persistent tensors joined by the ops that read them (an op runs at its pinned
+    cost only when every persistent tensor it reads is pinned): the connected parts of
+    the graph of tensors and their readers, each in the order of ``readers``."""
+    parent = {p: p for p in readers}
+
+    def root(p: str) -> str:
+        while parent[p] != p:
+            parent[p] = parent[parent[p]]
+            p = parent[p]
+        return p
+
+    first_of: dict[int, str] = {}
+    for p, ks in readers.items():
+        for k in ks:
+            q = first_of.setdefault(k, p)
+            parent[root(p)] = root(q)
+    groups: dict[str, list[str]] = {}
+    for p in readers:
+        groups.setdefault(root(p), []).append(p)
+    return list(groups.values())

@@ -11,7 +11,7 @@ from monet_ilp.heuristics.decisions import POLICIES, decisions_from_schedule
 from monet_ilp.heuristics.decoder import decode_placed, plan_of
 from monet_ilp.make import make_instance
 from monet_ilp.problems.p3.data import baseline_schedules
-from monet_ilp.problems.p3.descent import descend, in_order
+from monet_ilp.problems.p3.descent import _pin_groups, descend, in_order
 from monet_ilp.problems.p3.lns import retime
 from monet_ilp.solve import solve
 
@@ -111,3 +111,20 @@ def test_under_a_time_limit_the_annealing_gets_its_share_first():
     found = descend(inst, starts, deadline=Deadline(3.0), seed=0)
     assert found is not None and found.annealed is not None and found.annealed[0] > 100
     assert found.value <= found.annealed[2]
+
+
+def test_pin_groups_join_the_tensors_an_op_reads_together():
+    """P3D.2's group move pins what an op needs pinned all at once for its pinned cost:
+    the tensors joined by their readers (a layer's weight, bias and their gradients)."""
+    inst = mlp4("energy")
+    readers = plan_of(inst).persistent_readers
+    groups = _pin_groups(readers)
+    assert sorted(p for g in groups for p in g) == sorted(readers)
+    group_of = {p: i for i, g in enumerate(groups) for p in g}
+    by_op: dict[int, set[int]] = {}
+    for p, ks in readers.items():
+        for k in ks:
+            by_op.setdefault(k, set()).add(group_of[p])
+    assert all(len(found) == 1 for found in by_op.values())
+    layer = next(g for g in groups if "fc1.weight" in g)
+    assert set(layer) == {"fc1.weight", "fc1.bias", "grad(fc1.weight)", "grad(fc1.bias)"}

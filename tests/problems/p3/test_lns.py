@@ -15,7 +15,7 @@ from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.decisions import Decisions, decode
 from monet_ilp.heuristics.decoder import plan_of
 from monet_ilp.make import make_instance
-from monet_ilp.problems.p3.auto import LNS_MIN_OPS
+from monet_ilp.problems.p3.auto import ENERGY_DESCENT_SHARE, LNS_MIN_OPS
 from monet_ilp.problems.p3.bounds import combinatorial_bound
 from monet_ilp.problems.p3.data import baseline_schedules
 from monet_ilp.problems.p3.lns import retime
@@ -113,7 +113,7 @@ def test_auto_on_a_larger_graph_runs_the_descent_cpsat_then_the_lns():
     the time, CP-SAT hinted with its schedule half the rest, then the LNS starts from the
     better of the two; the result is verified, never worse than either, and keeps
     CP-SAT's bound over the class (all three search within it) and the floor."""
-    inst = make_instance(zoo.mlp(depth=8), preset("hetero_quad"), problem="P3", objective="energy")
+    inst = make_instance(zoo.mlp(depth=8), preset("hetero_quad"), problem="P3", objective="latency")
     assert len(inst.graph.ops) > LNS_MIN_OPS
     result = solve(inst, "auto", time_limit=8, workers=2)
     assert verified(inst, result) is not None
@@ -134,6 +134,23 @@ def test_auto_on_a_larger_graph_runs_the_descent_cpsat_then_the_lns():
     # P3A.5: the best schedule retimed at the end; the result is never above the retiming.
     retimed = result.stats.get("retimed")
     assert retimed is None or result.objective <= retimed
+
+
+def test_auto_on_energy_gives_the_descent_half_and_cpsat_the_rest():
+    """P3A.2-A3 on energy: the descent gets ENERGY_DESCENT_SHARE of the time, CP-SAT hinted
+    with its schedule all that is left, and no LNS runs; the result is the better of the
+    two, verified, with the floor (BD.E) as the bound when it is the descent's."""
+    inst = make_instance(zoo.mlp(depth=8), preset("hetero_quad"), problem="P3", objective="energy")
+    result = solve(inst, "auto", time_limit=8, workers=2)
+    assert verified(inst, result) is not None
+    members = result.stats["members"]
+    assert set(members) == {"floor", "descent", "cpsat"}
+    assert 0.3 * 8 <= members["descent"]["seconds"] <= ENERGY_DESCENT_SHARE * 8 + 0.5
+    assert result.objective <= min(v for v in (members["cpsat"]["objective"], members["descent"]["objective"])
+                                   if v is not None)
+    assert members["floor"]["bound"] <= result.bound <= result.objective
+    if result.source == "descent":
+        assert result.bound == members["floor"]["bound"]
 
 
 def test_auto_on_a_small_graph_or_a_narrowed_class_is_cpsat_alone():

@@ -124,7 +124,10 @@ def test_solver_schedules_are_above_it(name):
 def test_a_pin_places_every_op_that_reads_it():
     """BD.E9 on hetero_quad at 512 KiB: the relaxation may no longer pin a weight in a little
     core's SRAM for its optimizer op alone; it stays below CP-SAT's schedule from its own
-    decoded decisions, and within 10 % of it (without BD.E9: 966,429,554, 20 % below)."""
+    decoded decisions, and within 10 % of the better of the two (without BD.E9: 966,429,554,
+    20 % below).  On energy the decoder sends a tensor read on another core over the NoC and
+    to DRAM only when evicted: decoded, the start may move a tensor into one SRAM twice,
+    outside CP-SAT's class, and CP-SAT, not finding it, may end above it."""
     instance = CASES["mlp3_hetero_quad_512KiB"]()
     bound = bound_of(instance)
     assert bound.method == "milp"
@@ -132,8 +135,9 @@ def test_a_pin_places_every_op_that_reads_it():
     assert start.feasible
     result = solve(instance, "cpsat", time_limit=5, workers=2, hint=start.schedule)
     assert result.metrics is not None and result.metrics.feasible
-    assert bound.value <= result.metrics.energy.total_pj <= start.objective_value
-    assert bound.value >= 0.9 * result.metrics.energy.total_pj
+    best = min(result.metrics.energy.total_pj, start.objective_value)
+    assert bound.value <= best
+    assert bound.value >= 0.9 * best
 
 
 def test_it_holds_under_a_runtime_limit_and_is_cached():
