@@ -135,10 +135,11 @@ def solve_p3_auto(
                 # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
                 timed = retimed(found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0))
                 members["descent"]["retimed"] = None if timed is None else timed[1]
-                if timed is not None:
-                    hint = timed[0]
-                    if timed[1] < found.value:
-                        found = replace(found, schedule=timed[0], value=timed[1])
+                # Not retimed (its decisions have no timing in the model), the descent's
+                # schedule is still the better hint: CP-SAT repairs a partial one.
+                hint = found.schedule if timed is None else timed[0]
+                if timed is not None and timed[1] < found.value:
+                    found = replace(found, schedule=timed[0], value=timed[1])
             members["descent"]["seconds"] = round(deadline.elapsed(), 3)
             floor, seconds = floor_job.result()
         members["floor"] = {"bound": floor, "seconds": seconds}
