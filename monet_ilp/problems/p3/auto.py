@@ -9,7 +9,8 @@ bound over every schedule on a thread beside it (:data:`FLOOR_SHARE`); CP-SAT on
 model, hinted with the descent's schedule, gets :data:`CPSAT_SHARE` of the rest; when it
 proves nothing, the LNS (:func:`~monet_ilp.problems.p3.lns.solve_p3_lns`) starts from the
 better of the two schedules and spends what is left, less the time to retime the best
-schedule at the end.  The descent and the LNS search
+schedule at the end.  On energy the descent gets :data:`ENERGY_DESCENT_SHARE` and CP-SAT
+all the rest (no LNS).  The descent and the LNS search
 class P3.K3 (the LNS narrows domains of the same model; the descent counts the runs and
 transfers the decoder may add beyond it), so CP-SAT's bound over that class holds for
 what they return; a descent's schedule that the LNS's check finds outside the class

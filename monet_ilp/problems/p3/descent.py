@@ -42,6 +42,8 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import networkx as nx
+
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph.ir import TrainingGraph
@@ -338,20 +340,7 @@ def _pin_groups(readers: dict[str, list[int]]) -> list[list[str]]:
     """The persistent tensors joined by the ops that read them (an op runs at its pinned
     cost only when every persistent tensor it reads is pinned): the connected parts of
     the graph of tensors and their readers, each in the order of ``readers``."""
-    parent = {p: p for p in readers}
-
-    def root(p: str) -> str:
-        while parent[p] != p:
-            parent[p] = parent[parent[p]]
-            p = parent[p]
-        return p
-
-    first_of: dict[int, str] = {}
-    for p, ks in readers.items():
-        for k in ks:
-            q = first_of.setdefault(k, p)
-            parent[root(p)] = root(q)
-    groups: dict[str, list[str]] = {}
-    for p in readers:
-        groups.setdefault(root(p), []).append(p)
-    return list(groups.values())
+    graph: nx.Graph[object] = nx.Graph()
+    graph.add_nodes_from(readers)
+    graph.add_edges_from((p, ("op", k)) for p, ks in readers.items() for k in ks)
+    return [[p for p in readers if p in part] for part in nx.connected_components(graph)]
