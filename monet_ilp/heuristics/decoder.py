@@ -484,10 +484,8 @@ class _Decoder:
         # takes whichever copy arrives first: often the producer's, one NoC hop away,
         # before the round trip through DRAM is over (unless the SRAM evicts it first).
         self.pull: dict[int, int] = {t: last for t, last in where.remote_last.items() if not chosen[t]}
-        home_of = plan.imemory_of
         for t in where.cross:
-            if not chosen[t] and not (plan.lazy_cross and self._linked(t, home_of[self.core_of[plan.iproducer_pos[t]]],
-                                                                      where.remote_last.get(t, -1))):
+            if not chosen[t] and not (plan.lazy_cross and self._linked(t, where.remote_last.get(t, -1))):
                 self.to_shared[t] = True
         for t in where.cross_forward:
             if chosen[t] == 2:
@@ -624,10 +622,11 @@ class _Decoder:
                 best_end, best_start, best_link = t + cycles, t, link
         return best_start, best_end, best_link
 
-    def _linked(self, tensor: int, home: int, last: int) -> bool:
-        """Whether a link joins ``home`` to the SRAM of every reader of ``tensor`` elsewhere
-        (up to position ``last``): then those readers can take it straight from ``home``."""
+    def _linked(self, tensor: int, last: int) -> bool:
+        """Whether a link joins the SRAM of ``tensor``'s producer to that of every reader
+        elsewhere (up to position ``last``): then those readers can take it straight from there."""
         plan = self.plan
+        home = plan.imemory_of[self.core_of[plan.iproducer_pos[tensor]]]
         for q in plan.ireaders[tensor]:
             if q > last:
                 break

@@ -136,13 +136,15 @@ def solve_p3_auto(
                 # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
                 timed = retimed(found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0))
                 members["descent"]["retimed"] = None if timed is None else timed[1]
-                # Not retimed (its decisions have no timing in the model), the descent's
-                # schedule is still the better hint on energy, where CP-SAT repairs it (on
-                # latency it found nothing from such a hint, P3A.2).
-                if timed is not None or energy:
-                    hint = found.schedule if timed is None else timed[0]
-                if timed is not None and timed[1] < found.value:
-                    found = replace(found, schedule=timed[0], value=timed[1])
+                if timed is not None:
+                    hint = timed[0]
+                    if timed[1] < found.value:
+                        found = replace(found, schedule=timed[0], value=timed[1])
+                elif energy:
+                    # Not retimed (its decisions have no timing in the model), the descent's
+                    # schedule is still the better hint on energy, where CP-SAT repairs it
+                    # (on latency it found nothing from such a hint, P3A.2).
+                    hint = found.schedule
             members["descent"]["seconds"] = round(deadline.elapsed(), 3)
             floor, seconds = floor_job.result()
         members["floor"] = {"bound": floor, "seconds": seconds}

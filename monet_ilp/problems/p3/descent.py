@@ -183,6 +183,16 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
     moves += [("policy", i, q) for i, t in enumerate(plan.saved) for q in range(len(POLICIES))
               if q != _RECOMPUTE or t in plan.recomputable]
 
+    def gathered(state: _State, tensors: list[str], where: str) -> _State:
+        """``state`` with ``tensors`` pinned and every op that reads them on ``where`` (where it can run)."""
+        order, cores, policies, pinned = state
+        on = list(cores)
+        for p in tensors:
+            for k in readers[p]:
+                if where in candidates[k]:
+                    on[k] = where
+        return order, on, policies, [*pinned, *(p for p in tensors if p not in pinned)]
+
     def moved(state: _State, move: tuple[str, object, object]) -> _State | None:
         """``state`` after ``move``, or ``None`` where the move changes nothing."""
         kind, what, where = move
@@ -197,22 +207,13 @@ def descend(instance: Instance, starts: Seq[Schedule], *, deadline: Deadline, se
                     [p for p in pinned if p != what] if what in pinned else [*pinned, str(what)])
         if kind == "gather":
             assert isinstance(what, str) and isinstance(where, str)
-            gathered = list(cores)
-            for k in readers[what]:
-                if where in candidates[k]:
-                    gathered[k] = where
-            return order, gathered, policies, pinned if what in pinned else [*pinned, what]
-        if kind == "group":  # every tensor of the group pinned and its readers on one core, or none pinned
+            return gathered(state, [what], where)
+        if kind == "group":  # the group pinned with its readers on one core, or, all pinned, unpinned
             assert isinstance(what, int) and isinstance(where, str)
             group = groups[what]
             if all(p in pinned for p in group):
                 return order, cores, policies, [p for p in pinned if p not in group]
-            gathered = list(cores)
-            for p in group:
-                for k in readers[p]:
-                    if where in candidates[k]:
-                        gathered[k] = where
-            return order, gathered, policies, [*pinned, *(p for p in group if p not in pinned)]
+            return gathered(state, group, where)
         assert isinstance(what, int) and isinstance(where, int)
         if policies[what] == where:
             return None
