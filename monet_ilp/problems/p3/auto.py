@@ -131,7 +131,8 @@ def solve_p3_auto(
                                 max_transfers=options.get("max_transfers"))
             members["descent"] = {"objective": None if found is None else found.value,
                                   "moves": None if found is None else f"{found.taken} of {found.tried}",
-                                  "annealed": None if found is None else found.annealed}
+                                  "annealed": None if found is None else found.annealed,
+                                  "seconds": round(deadline.elapsed(), 3)}
             if found is not None:
                 # P3A.2: retimed in the model (P3L.T1), a complete hint for CP-SAT.
                 timed = retimed(found.schedule, time_limit=RETIME_SHARE * (deadline.left() or 0.0))
@@ -145,7 +146,7 @@ def solve_p3_auto(
                     # schedule is still the better hint on energy, where CP-SAT repairs it
                     # (on latency it found nothing from such a hint, P3A.2).
                     hint = found.schedule
-            members["descent"]["seconds"] = round(deadline.elapsed(), 3)
+            members["descent"]["ended_at"] = round(deadline.elapsed(), 3)
             floor, seconds = floor_job.result()
         members["floor"] = {"bound": floor, "seconds": seconds}
     # P3A.3: CP-SAT on the whole model, hinted with the descent's schedule.

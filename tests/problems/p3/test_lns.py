@@ -119,9 +119,9 @@ def test_auto_on_a_larger_graph_runs_the_descent_cpsat_then_the_lns():
     assert verified(inst, result) is not None
     members = result.stats["members"]
     floor, descent, cpsat = members["floor"], members["descent"], members["cpsat"]
-    assert descent["seconds"] <= 0.1 * 8 + 0.5
-    assert floor["seconds"] <= 0.2 * 8 + 0.5  # beside the descent, not after it
-    after = max(descent["seconds"], floor["seconds"])
+    assert descent["seconds"] <= 0.1 * 8 + 1.0  # its own share (the retiming after it apart)
+    assert floor["seconds"] <= 0.2 * 8 + 1.0  # beside the descent, not after it
+    after = max(descent["ended_at"], floor["seconds"])
     assert cpsat["seconds"] - after <= 0.5 * (8 - after) + 1.0
     if result.status is Status.OPTIMAL and "lns" not in members:
         return  # CP-SAT proved it in its share: nothing for the LNS to do
@@ -145,7 +145,7 @@ def test_auto_on_energy_gives_the_descent_half_and_cpsat_the_rest():
     assert verified(inst, result) is not None
     members = result.stats["members"]
     assert set(members) == {"floor", "descent", "cpsat"}
-    assert 0.3 * 8 <= members["descent"]["seconds"] <= ENERGY_DESCENT_SHARE * 8 + 0.5
+    assert 0.3 * 8 <= members["descent"]["seconds"] <= ENERGY_DESCENT_SHARE * 8 + 1.0
     assert result.objective <= min(v for v in (members["cpsat"]["objective"], members["descent"]["objective"])
                                    if v is not None)
     assert members["floor"]["bound"] <= result.bound <= result.objective
