@@ -28,6 +28,9 @@ The decoder, in the instance's op order (one pass):
   - ``recompute``: freed after its last forward-phase reader; a backward reader that
     lacks it reruns its producer on its own core (a recomputation), with the
     producer's inputs fetched from DRAM or, when no copy is left, recomputed in turn.
+    On an energy instance the rerun is on the producer's core instead, when a link
+    joins its SRAM to the reader's: there its weights may be pinned (a rerun on
+    another core would unpin them), and the output crosses that link to the reader;
 
   The forward phase is every op that is not a backward or optimizer op.  Graph
   inputs (no producer) cannot be recomputed; they start in DRAM.
@@ -40,7 +43,7 @@ The decoder, in the instance's op order (one pass):
   the start, and are never evicted), and an op whose persistent inputs are all pinned
   in its SRAM runs at its pinned cost (EV.E1.5); one read on several cores stays in
   ``persistent_home`` (``meta["repairs"]["unpinned"]``), as does one that a
-  recomputation on another core may read, and one that would leave the SRAM too little
+  recomputation on another core may read (on latency: the reader's core), and one that would leave the SRAM too little
   room for its largest op (pins are taken in order while they fit).
 
 Each SRAM's events (copies made, copies freed) are laid out in time order, so the

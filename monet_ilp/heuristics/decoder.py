@@ -564,6 +564,18 @@ class _Decoder:
             self.shared_copies = [(shared, 0, plan.tensor_ids[t]) for t in read_inputs]
         self.lifetimes: list[tuple[str, int, int, str]] = []  # (memory, allocation, free, tensor)
 
+    def _rerun_on(self, t: int, core: int) -> int:
+        """The core that reruns ``t``'s producer for a read on ``core``: on an energy instance
+        (``DecoderPlan.lazy_cross``), the producer's own core when a link joins its SRAM to
+        ``core``'s (the SRAM where its persistent inputs may be pinned; the output then
+        crosses one link), otherwise ``core``."""
+        plan = self.plan
+        own = self.core_of[plan.iproducer_pos[t]]
+        if not plan.lazy_cross or own == core:
+            return core
+        home, mem = plan.imemory_of[own], plan.imemory_of[core]
+        return own if home == mem or plan.route_cycles(home, mem, t) else core
+
     def _rerun_cores(self) -> dict[int, set[int]]:
         """The cores each op may be rerun on (a superset): the cores that read a
         ``recompute`` output of it, and, down the chain, a rerun's cores for the producers
@@ -572,20 +584,17 @@ class _Decoder:
         plan, core_of, policy = self.plan, self.core_of, self.policy
         producer_pos, recomputable = plan.iproducer_pos, plan.irecomputable
         reruns: dict[int, set[int]] = {}
+        rerun_on = self._rerun_on
         for t in plan.isaved:
             if policy[t] == 2 and producer_pos[t] >= 0:
-                reruns.setdefault(producer_pos[t], set()).update(core_of[q] for q in plan.ireaders[t])
+                reruns.setdefault(producer_pos[t], set()).update(rerun_on(t, core_of[q]) for q in plan.ireaders[t])
         for k in range(max(reruns, default=-1), -1, -1):  # producers come before their readers
             cores = reruns.get(k)
             if not cores:
                 continue
             for u in plan.inin[k]:
                 if recomputable[u] and (policy[u] == 2 or not self.to_shared[u]):
-                    j = producer_pos[u]
-                    if j in reruns:
-                        reruns[j] |= cores
-                    else:
-                        reruns[j] = set(cores)
+                    reruns.setdefault(producer_pos[u], set()).update(rerun_on(u, c) for c in cores)
         return reruns
 
     # ------------------------------------------------------------------ links
@@ -712,9 +721,19 @@ class _Decoder:
             return
         holders = [other for other in plan.core_mems if other != mem and t in self.resident[other]]
         if self._recomputes(t, backward) and (not holders or (backward and self.policy[t] == 2)):
-            self._recompute(t, core, here, protected)
-            protected.add(t)
-            return
+            where = self._rerun_on(t, core)
+            made_in = plan.imemory_of[where]
+            rerun_at = -1
+            if made_in == mem:
+                self._recompute(t, where, here, protected)
+                protected.add(t)
+                return
+            if t not in self.resident[made_in]:  # (there already for the op at ``here``: moved as it is)
+                self._recompute(t, where, here, protected)
+                rerun_at = where
+            holders = [made_in]  # it comes over the link below
+        else:
+            rerun_at = -1
         shared_ready = self.in_shared[t]
         size = self.size[t]
         if self.used[mem] + size > plan.icapacity[mem]:
@@ -724,7 +743,7 @@ class _Decoder:
         # another core's SRAM, moved straight over a link that joins the two (a NoC hop
         # instead of a round trip through DRAM); that copy is then kept until the move ends.
         source, best_end = self.shared, -1
-        if shared_ready >= 0:
+        if shared_ready >= 0 and rerun_at < 0:
             best_end = self._earliest(t, source, mem, max(shared_ready, cursor))[1]
         for other in holders:  # _make_room evicts from ``mem`` only: they still hold it
             _, end, link = self._earliest(t, other, mem, max(self.resident[other][t], cursor))
@@ -740,10 +759,14 @@ class _Decoder:
             until = self.read_until[source]
             if until.get(t, 0) < end:
                 until[t] = end
+        if (rerun_at >= 0 and source != self.shared and self.last_on[rerun_at].get(t, -1) <= here
+                and not self._read_here(t, source, here)):
+            self._release(t, source)  # the rerun's copy, once moved, unless read there later
         if here >= self.pull.get(t, len(self.core_of)):
             producer = self.core_of[plan.iproducer_pos[t]]
             home = plan.imemory_of[producer]
-            if t in self.resident[home] and self.last_on[producer].get(t, -1) <= here:
+            if (t in self.resident[home] and self.last_on[producer].get(t, -1) <= here
+                    and not self._read_here(t, home, here)):
                 self._release(t, home)  # the last read in another SRAM has it: its home copy goes
         self.resident[mem][t] = end
         self.alloc[mem][t] = start
@@ -751,6 +774,12 @@ class _Decoder:
         if start > cursor:
             self.cursor[mem] = start
         protected.add(t)
+
+    def _read_here(self, t: int, mem: int, here: int) -> bool:
+        """Whether the op at position ``here`` reads ``t`` in ``mem`` (a rerun on another
+        core, :meth:`_rerun_on`, fetches for it meanwhile)."""
+        plan = self.plan
+        return plan.imemory_of[self.core_of[here]] == mem and t in plan.inin[here]
 
     def _recompute(self, t: int, core: int, here: int, protected: set[int]) -> None:
         """Rerun the producer of ``t`` on ``core`` for a read at position ``here``."""
@@ -789,6 +818,8 @@ class _Decoder:
             else:
                 missing.append(t)
         if missing:
+            if plan.lazy_cross:  # a rerun elsewhere (_rerun_on) must not evict what this op still fetches
+                protected.update(missing)
             backward = recompute or plan.backward[k]
             if len(missing) > 1:  # reruns first, while fewer fetched inputs are protected
                 missing.sort(key=lambda t: not self._recomputes(t, backward))

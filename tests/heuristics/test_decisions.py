@@ -205,6 +205,28 @@ def test_on_energy_cross_core_data_goes_to_dram_only_when_evicted():
         feasible(tight, schedule)
 
 
+def test_on_energy_a_recomputation_runs_where_its_weights_are_pinned():
+    """On an energy instance a rerun is on its producer's core, where its weights are
+    pinned, and its output crosses the NoC to the reader; on latency it is on the
+    reader's core, and the weights it reads there are not pinned."""
+    allocation = {"fc1": "pe_0", "fc2": "pe_1", "head": "pe_1", "loss": "pe_1"}
+    decisions = Decisions({"relu1": "recompute"}, allocation, {}, ("fc1.weight", "fc1.bias"))
+    schedules, reruns = {}, {}
+    for objective in ("latency", "energy"):
+        inst = mlp(objective=objective)
+        schedules[objective] = decode(inst, decisions)
+        feasible(inst, schedules[objective])
+        # dW:fc2 on pe_1 reads relu1 after the forward phase freed it: one rerun of F:fc1.
+        (reruns[objective],) = [run for run in schedules[objective].ops if run.op == "F:fc1" and run.instance == 1]
+    energy = schedules["energy"]
+    assert reruns["energy"].core == "pe_0" and set(dict(energy.pinned)) == {"fc1.weight", "fc1.bias"}
+    moved = [t for t in energy.transfers if t.tensor == "relu1" and t.start >= reruns["energy"].end]
+    assert [(t.src, t.dst) for t in moved] == [("pe_0.sram", "pe_1.sram")]
+    assert reruns["latency"].core == "pe_1" and not schedules["latency"].pinned
+    inst = mlp(objective="energy")
+    assert evaluate(inst, energy).energy.total_pj < evaluate(inst, schedules["latency"]).energy.total_pj
+
+
 def test_an_op_that_cannot_fit_is_reported_not_hidden():
     inst = mlp(sram_budget=6 * 1024)
     schedule = decode(inst, default_decisions(inst))
