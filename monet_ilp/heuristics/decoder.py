@@ -61,6 +61,7 @@ class DecoderPlan:
     links: dict[str, LinkSpec]
     pins_modelled: bool
     lazy_cross: bool
+    rerun_home: bool
     work: list[int]
     layer_persistent: dict[str, tuple[str, ...]]
     first_core: list[str]
@@ -186,6 +187,9 @@ class DecoderPlan:
         # On energy, a kept tensor read on another core goes there over a link that joins
         # the two SRAMs, and to DRAM only when its SRAM evicts it (module docstring).
         self.lazy_cross = instance.objective == "energy"
+        # On energy, a recomputation reruns on its producer's core (where its weights may
+        # be pinned) when a link joins that SRAM to the reader's (module docstring).
+        self.rerun_home = instance.objective == "energy"
         routes: dict[tuple[str, str], tuple[str, ...]] = {}
         for a in capacity:
             for b in capacity:
@@ -566,12 +570,12 @@ class _Decoder:
 
     def _rerun_on(self, t: int, core: int) -> int:
         """The core that reruns ``t``'s producer for a read on ``core``: on an energy instance
-        (``DecoderPlan.lazy_cross``), the producer's own core when a link joins its SRAM to
+        (``DecoderPlan.rerun_home``), the producer's own core when a link joins its SRAM to
         ``core``'s (the SRAM where its persistent inputs may be pinned; the output then
         crosses one link), otherwise ``core``."""
         plan = self.plan
         own = self.core_of[plan.iproducer_pos[t]]
-        if not plan.lazy_cross or own == core:
+        if not plan.rerun_home or own == core:
             return core
         home, mem = plan.imemory_of[own], plan.imemory_of[core]
         return own if home == mem or plan.route_cycles(home, mem, t) else core
@@ -818,7 +822,7 @@ class _Decoder:
             else:
                 missing.append(t)
         if missing:
-            if plan.lazy_cross:  # a rerun elsewhere (_rerun_on) must not evict what this op still fetches
+            if plan.rerun_home:  # a rerun elsewhere (_rerun_on) must not evict what this op still fetches
                 protected.update(missing)
             backward = recompute or plan.backward[k]
             if len(missing) > 1:  # reruns first, while fewer fetched inputs are protected
