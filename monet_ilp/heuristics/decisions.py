@@ -37,7 +37,11 @@ The decoder, in the instance's op order (one pass):
 * when an op's inputs and outputs do not fit next to what its SRAM holds, the
   resident tensors it does not read are evicted, the one read again farthest in the
   future first (Belady's rule); one still needed and without a DRAM copy is written
-  to DRAM first (not a ``recompute`` one: it is recomputed when needed).
+  to DRAM first (not a ``recompute`` one: it is recomputed when needed).  On an energy
+  instance it goes instead, over a link, into the SRAM with the most room for it then
+  (when one has room), and comes back from there: a NoC hop costs far less energy than
+  DRAM.  That SRAM evicts it first when it needs the room, writing it to DRAM then if it
+  is still to be read.
 * pinned persistent tensors (``Decisions.pinned``): one whose readers all run on one
   core is held in that core's SRAM for the whole iteration (its bytes count there from
   the start, and are never evicted), and an op whose persistent inputs are all pinned

@@ -507,6 +507,7 @@ class _Decoder:
         self.pinned_at: dict[int, int] = {}  # the same by number
         self.unpinned: list[str] = []
         self.conflicts: set[str] = set()  # pinned inputs of a rerun on another core
+        self.parked: dict[int, int] = {}  # tensor -> its last read, for one parked in another SRAM
         self.placed: RawSchedule | None = None
         pins = list(pins)
         reruns = self._rerun_cores() if pins else {}
@@ -705,11 +706,44 @@ class _Decoder:
             if victim < 0:
                 self.over.append([op, plan.mem_ids[mem], self.used[mem] + need])
                 return
-            if ((key[0] != never or self.pull.get(victim, -1) > here)  # read again here or elsewhere
-                    and self.in_shared[victim] < 0 and self.policy[victim] != 2):
+            # Read again here or elsewhere (a parked one: unless another SRAM holds it too),
+            # with no copy in DRAM and not to be recomputed: it goes to DRAM, or is parked.
+            needed = ((key[0] != never or self.pull.get(victim, -1) > here
+                       or (self.parked.get(victim, -1) > here
+                           and not any(victim in self.resident[m] for m in plan.core_mems if m != mem)))
+                      and self.in_shared[victim] < 0 and self.policy[victim] != 2)
+            if needed and not (plan.rerun_home and self._park(victim, mem)):
                 self._write_shared(victim, mem, resident[victim])
             self.evicted.append([plan.tensor_ids[victim], plan.mem_ids[mem], op])
             self._release(victim, mem)
+
+    def _park(self, tensor: int, mem: int) -> bool:
+        """On an energy instance, move an evicted ``tensor`` still to be read over a link
+        into the SRAM with the most room for it now, instead of writing it to DRAM; whether
+        one had room.  That SRAM evicts it first when it needs the room (no op of its
+        reads it), writing it to DRAM then if it is still to be read."""
+        plan = self.plan
+        size = self.size[tensor]
+        best, room = -1, -1
+        for m in plan.core_mems:
+            if m == mem or tensor in self.resident[m] or not plan.route_cycles(mem, m, tensor):
+                continue
+            free = plan.icapacity[m] - self.used[m] - size
+            if free >= 0 and free > room:
+                best, room = m, free
+        if best < 0:
+            return False
+        start, end = self._move(tensor, mem, best, max(self.resident[mem][tensor], self.cursor[best]))
+        until = self.read_until[mem]
+        if until.get(tensor, 0) < end:
+            until[tensor] = end
+        self.resident[best][tensor] = end
+        self.alloc[best][tensor] = start
+        self.used[best] += size
+        if start > self.cursor[best]:
+            self.cursor[best] = start
+        self.parked[tensor] = self.plan.ilast_read[tensor]
+        return True
 
     def _recomputes(self, t: int, backward: bool) -> bool:
         """Whether a read of ``t`` that finds no copy in its SRAM reruns its producer."""

@@ -227,6 +227,33 @@ def test_on_energy_a_recomputation_runs_where_its_weights_are_pinned():
     assert evaluate(inst, energy).energy.total_pj < evaluate(inst, schedules["latency"]).energy.total_pj
 
 
+def test_on_energy_an_evicted_tensor_waits_in_another_sram_instead_of_dram():
+    """On an energy instance a kept tensor that its SRAM evicts while it is still to be
+    read moves over the NoC into an SRAM with room (the idle core's here) and comes back
+    from there; on latency it is written to DRAM and read back from there."""
+    allocation = dict.fromkeys(LAYERS, "pe_0")
+    moves = {}
+    for objective in ("latency", "energy"):
+        inst = mlp(sram_budget=TIGHT, objective=objective)
+        schedule = decode(inst, Decisions({}, allocation))
+        feasible(inst, schedule)
+        assert ["relu1", "pe_0.sram", "dX:fc2"] in schedule.meta["repairs"]["evicted"]
+        moves[objective] = [(t.src, t.dst) for t in schedule.transfers if t.tensor == "relu1"]
+    assert moves["latency"] == [("pe_0.sram", "dram"), ("dram", "pe_0.sram")]
+    assert moves["energy"] == [("pe_0.sram", "pe_1.sram"), ("pe_1.sram", "pe_0.sram")]
+    # Under the tight budget every decoding still fits, with parked tensors among them.
+    tight = mlp(sram_budget=TIGHT, objective="energy")
+    rng = random.Random(11)
+    parked = 0
+    for _ in range(40):
+        schedule = decode(tight, random_decisions(tight, rng))
+        assert not schedule.meta["repairs"]["over_capacity"]
+        feasible(tight, schedule)
+        readers = {t.id: {run.core for run in schedule.ops if run.op in t.consumers} for t in tight.graph.tensors}
+        parked += any(t.dst != "dram" and t.dst.split(".")[0] not in readers[t.tensor] for t in schedule.transfers)
+    assert parked
+
+
 def test_an_op_that_cannot_fit_is_reported_not_hidden():
     inst = mlp(sram_budget=6 * 1024)
     schedule = decode(inst, default_decisions(inst))
