@@ -61,7 +61,7 @@ class DecoderPlan:
     links: dict[str, LinkSpec]
     pins_modelled: bool
     lazy_cross: bool
-    rerun_home: bool
+    noc_first: bool
     work: list[int]
     layer_persistent: dict[str, tuple[str, ...]]
     first_core: list[str]
@@ -187,9 +187,10 @@ class DecoderPlan:
         # On energy, a kept tensor read on another core goes there over a link that joins
         # the two SRAMs, and to DRAM only when its SRAM evicts it (module docstring).
         self.lazy_cross = instance.objective == "energy"
-        # On energy, a recomputation reruns on its producer's core (where its weights may
-        # be pinned) when a link joins that SRAM to the reader's (module docstring).
-        self.rerun_home = instance.objective == "energy"
+        # On energy, the NoC before DRAM: a recomputation reruns on its producer's core
+        # (where its weights may be pinned) and its output crosses a link to the reader,
+        # and an evicted tensor waits in another SRAM with room (module docstring).
+        self.noc_first = instance.objective == "energy"
         routes: dict[tuple[str, str], tuple[str, ...]] = {}
         for a in capacity:
             for b in capacity:
@@ -571,12 +572,12 @@ class _Decoder:
 
     def _rerun_on(self, t: int, core: int) -> int:
         """The core that reruns ``t``'s producer for a read on ``core``: on an energy instance
-        (``DecoderPlan.rerun_home``), the producer's own core when a link joins its SRAM to
+        (``DecoderPlan.noc_first``), the producer's own core when a link joins its SRAM to
         ``core``'s (the SRAM where its persistent inputs may be pinned; the output then
         crosses one link), otherwise ``core``."""
         plan = self.plan
         own = self.core_of[plan.iproducer_pos[t]]
-        if not plan.rerun_home or own == core:
+        if not plan.noc_first or own == core:
             return core
         home, mem = plan.imemory_of[own], plan.imemory_of[core]
         return own if home == mem or plan.route_cycles(home, mem, t) else core
@@ -712,7 +713,7 @@ class _Decoder:
                        or (self.parked.get(victim, -1) > here
                            and not any(victim in self.resident[m] for m in plan.core_mems if m != mem)))
                       and self.in_shared[victim] < 0 and self.policy[victim] != 2)
-            if needed and not (plan.rerun_home and self._park(victim, mem)):
+            if needed and not (plan.noc_first and self._park(victim, mem)):
                 self._write_shared(victim, mem, resident[victim])
             self.evicted.append([plan.tensor_ids[victim], plan.mem_ids[mem], op])
             self._release(victim, mem)
@@ -720,7 +721,7 @@ class _Decoder:
     def _park(self, tensor: int, mem: int) -> bool:
         """On an energy instance, move an evicted ``tensor`` still to be read over a link
         into the SRAM with the most room for it now, instead of writing it to DRAM; whether
-        one had room.  That SRAM evicts it first when it needs the room (no op of its
+        one had room.  That SRAM evicts it first when it needs the room (none of its ops
         reads it), writing it to DRAM then if it is still to be read."""
         plan = self.plan
         size = self.size[tensor]
@@ -758,10 +759,10 @@ class _Decoder:
             protected.add(t)
             return
         holders = [other for other in plan.core_mems if other != mem and t in self.resident[other]]
+        rerun_at = -1  # the core of a rerun made elsewhere for this read
         if self._recomputes(t, backward) and (not holders or (backward and self.policy[t] == 2)):
             where = self._rerun_on(t, core)
             made_in = plan.imemory_of[where]
-            rerun_at = -1
             if made_in == mem:
                 self._recompute(t, where, here, protected)
                 protected.add(t)
@@ -770,8 +771,6 @@ class _Decoder:
                 self._recompute(t, where, here, protected)
                 rerun_at = where
             holders = [made_in]  # it comes over the link below
-        else:
-            rerun_at = -1
         shared_ready = self.in_shared[t]
         size = self.size[t]
         if self.used[mem] + size > plan.icapacity[mem]:
@@ -856,7 +855,7 @@ class _Decoder:
             else:
                 missing.append(t)
         if missing:
-            if plan.rerun_home:  # a rerun elsewhere (_rerun_on) must not evict what this op still fetches
+            if plan.noc_first:  # a rerun elsewhere (_rerun_on) must not evict what this op still fetches
                 protected.update(missing)
             backward = recompute or plan.backward[k]
             if len(missing) > 1:  # reruns first, while fewer fetched inputs are protected
