@@ -657,9 +657,21 @@ class _Decoder:
         self.in_shared[tensor] = end
         plan = self.plan
         self.shared_copies.append((plan.mem_ids[self.shared], begin, plan.tensor_ids[tensor]))
+        self._keep_until(tensor, mem, end)
+
+    def _keep_until(self, tensor: int, mem: int, end: int) -> None:
+        """Keep ``tensor``'s copy in ``mem`` until ``end`` at least (a transfer out of it)."""
         until = self.read_until[mem]
         if until.get(tensor, 0) < end:
             until[tensor] = end
+
+    def _allocate(self, tensor: int, mem: int, start: int, end: int) -> None:
+        """A copy of ``tensor`` in ``mem``, charged from ``start``, ready at ``end``."""
+        self.resident[mem][tensor] = end
+        self.alloc[mem][tensor] = start
+        self.used[mem] += self.size[tensor]
+        if start > self.cursor[mem]:
+            self.cursor[mem] = start
 
     # ---------------------------------------------------------------- memories
     def _next_read(self, tensor: int, core: int, after: int) -> int:
@@ -735,15 +747,9 @@ class _Decoder:
         if best < 0:
             return False
         start, end = self._move(tensor, mem, best, max(self.resident[mem][tensor], self.cursor[best]))
-        until = self.read_until[mem]
-        if until.get(tensor, 0) < end:
-            until[tensor] = end
-        self.resident[best][tensor] = end
-        self.alloc[best][tensor] = start
-        self.used[best] += size
-        if start > self.cursor[best]:
-            self.cursor[best] = start
-        self.parked[tensor] = self.plan.ilast_read[tensor]
+        self._keep_until(tensor, mem, end)
+        self._allocate(tensor, best, start, end)
+        self.parked[tensor] = plan.ilast_read[tensor]
         return True
 
     def _recomputes(self, t: int, backward: bool) -> bool:
@@ -793,11 +799,9 @@ class _Decoder:
             start, end = self._move(t, source, mem, max(shared_ready, cursor))
         else:
             start, end = self._move(t, source, mem, max(self.resident[source][t], cursor))
-            until = self.read_until[source]
-            if until.get(t, 0) < end:
-                until[t] = end
-        if (rerun_at >= 0 and source != self.shared and self.last_on[rerun_at].get(t, -1) <= here
-                and not self._read_here(t, source, here)):
+            self._keep_until(t, source, end)
+        # (after a rerun elsewhere the source is that SRAM: DRAM is not among the sources)
+        if rerun_at >= 0 and self.last_on[rerun_at].get(t, -1) <= here and not self._read_here(t, source, here):
             self._release(t, source)  # the rerun's copy, once moved, unless read there later
         if here >= self.pull.get(t, len(self.core_of)):
             producer = self.core_of[plan.iproducer_pos[t]]
@@ -805,11 +809,7 @@ class _Decoder:
             if (t in self.resident[home] and self.last_on[producer].get(t, -1) <= here
                     and not self._read_here(t, home, here)):
                 self._release(t, home)  # the last read in another SRAM has it: its home copy goes
-        self.resident[mem][t] = end
-        self.alloc[mem][t] = start
-        self.used[mem] += size
-        if start > cursor:
-            self.cursor[mem] = start
+        self._allocate(t, mem, start, end)
         protected.add(t)
 
     def _read_here(self, t: int, mem: int, here: int) -> bool:
