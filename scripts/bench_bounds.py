@@ -112,7 +112,8 @@ def main() -> None:
                                                                    kv[1].objective or 0))
             known = min(v for v in (ga_value, relaxed_value, result.objective if result.metrics is not None
                                     and result.metrics.feasible else None) if v is not None)
-            families = {b.name: b.value for b in combinatorial_bounds(inst, relaxation_limit=args.relax_time)
+            families = {b.name: b.value for b in combinatorial_bounds(inst, relaxation_limit=args.relax_time,
+                                                                      contention=objective == "latency")
                         if b.value is not None}
             # Each run's bound holds for every schedule of the class: keep the best of them.
             solver_bounds = [b for r in runs.values() if (b := r.stats.get("solver_bound", r.bound)) is not None]

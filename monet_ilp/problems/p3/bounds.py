@@ -1,5 +1,5 @@
 """The combinatorial lower bounds (BD.B1-B6, B9 of ``formulations/bounds.md``), from the P3 data,
-and the relaxations solved within a time limit (BD.E on energy, BD.B12 on latency).
+and the relaxations solved within a time limit (BD.E on energy, BD.B12 and BD.B13 on latency).
 
 Valid for every schedule the evaluator accepts, so any backend may report them (also
 when it stops before its own solver has a bound, ``formulations/time_limits.md``),
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.problems.p3.contention import ContentionBound, contention_bound
 from monet_ilp.problems.p3.data import P3Data, p3_data
 from monet_ilp.problems.p3.latency import (
     pin_room,
@@ -30,7 +31,7 @@ if TYPE_CHECKING:
     from monet_ilp.problems.p3.latency import PlacementBound
     from monet_ilp.problems.p3.relax import EnergyRelaxation
 
-__all__ = ["PLACEMENT_SHARE", "RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "combinatorial_bound",
+__all__ = ["CONTENTION_SHARE", "PLACEMENT_SHARE", "RELAXATION_AT_MOST", "RELAXATION_SHARE", "Bound", "backend_floor", "combinatorial_bound",
            "combinatorial_bounds"]
 
 #: Share of a backend's time (and at most this many seconds) for the pivot relaxation
@@ -41,6 +42,9 @@ RELAXATION_AT_MOST = 20.0
 #: On the weighted objective, BD.B12 (its latency term) gets the time the relaxation BD.E
 #: (its energy term) left of the limit, and at least this share of it.
 PLACEMENT_SHARE = 0.25
+#: With ``contention`` on latency, the contention relaxation (BD.B13) gets the time BD.B12
+#: left of the limit, and at least this share of it (BD.B12 gets the rest).
+CONTENTION_SHARE = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +68,7 @@ class Bound:
 
 
 def combinatorial_bounds(instance: Instance, objective: Objective | None = None, *,
-                         relaxation_limit: float | None = None) -> list[Bound]:
+                         relaxation_limit: float | None = None, contention: bool = False) -> list[Bound]:
     """The closed-form bounds (BD.B1-B6, B9 of ``formulations/bounds.md``) for a P3 (or P2) instance.
 
     With ``relaxation_limit`` (seconds) and an energy or weighted objective, also the
@@ -72,7 +76,12 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
     which holds for every schedule as well: ``energy_relaxation`` (energy), or
     ``latency_and_energy_relaxation`` (weighted, its energy term from the relaxation);
     on latency, the placement MILP ``placement_path`` (BD.B12,
-    :func:`~monet_ilp.problems.p3.latency.placement_path_bound`).
+    :func:`~monet_ilp.problems.p3.latency.placement_path_bound`) and, with
+    ``contention``, the contention relaxation ``contention`` after it (BD.B13,
+    :func:`~monet_ilp.problems.p3.contention.contention_bound`: CP-SAT with its default
+    two workers, in the time BD.B12 left and at least :data:`CONTENTION_SHARE` of the
+    limit).  The backends' floor leaves BD.B13 out: its CP-SAT search proves its value
+    only when it ends, which on the target graphs takes longer than a floor's share.
     """
     objective = objective or instance.objective
     began = time.perf_counter()
@@ -127,12 +136,25 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
             latency = max(latency, placed.value or 0)
         out += _relaxation_bounds(instance, objective, relaxed, latency, every, placed)
     if relaxation_limit is not None and objective is Objective.LATENCY:
-        placed = _placement(p3, data, relaxation_limit)
+        placing = time.perf_counter()
+        placed = _placement(p3, data, relaxation_limit * (1 - CONTENTION_SHARE if contention else 1.0))
         if placed.value is not None:
             out.append(Bound("placement_path", "relaxation", placed.value, every, placed.seconds,
                              f"{placed.method}: the pins and each op's runs placed per SRAM, with the "
                              f"crossings they force and what runs after each op packed on the cores "
                              f"(the MILP BD.B12, {placed.columns} columns, {placed.rows} rows)"))
+        if contention:
+            left = max(relaxation_limit - (time.perf_counter() - placing), CONTENTION_SHARE * relaxation_limit)
+            floor = max(latency, placed.value or 0)
+            contended = _contention(p3, data, left, floor)
+            if contended.value is not None:
+                proven = ("optimal: CP-SAT proved the model's optimum" if contended.method == "optimal" else
+                          f"bound: CP-SAT did not close the model in time (its best makespan {contended.relaxed}), "
+                          f"so the value is the floor it was given")
+                out.append(Bound("contention", "relaxation", max(floor, contended.value), every, contended.seconds,
+                                 f"{proven}; each op's earliest run on one core, the runs of a core apart in "
+                                 f"time, with the pins, crossings and capacities of BD.B12 (the CP-SAT model "
+                                 f"BD.B13, {contended.variables} variables)"))
     # BD.B4: an op that fits none of its cores (or inputs that overflow their home): no
     # schedule at all, so the optimum is +infinity, which the bound then says.
     reason = data.min_capacity_proof()
@@ -175,6 +197,21 @@ def _placement(instance: Instance, data: P3Data, limit: float) -> PlacementBound
 
 #: BD.B12's recent results, by instance.
 _PLACED: Recent[PlacementBound] = Recent()
+
+
+def _contention(instance: Instance, data: P3Data, limit: float, floor: int) -> ContentionBound:
+    """BD.B13 within ``limit`` seconds above ``floor``, remembered per instance (as BD.B12):
+    a proven optimum, or a run at least as long, is reused."""
+    cached = _CONTENDED.get(instance)
+    if cached is not None and (cached.method == "optimal" or cached.seconds >= limit):
+        return cached
+    contended = contention_bound(data, Deadline(limit), floor=floor)
+    _CONTENDED.put(instance, contended)
+    return contended
+
+
+#: BD.B13's recent results, by instance.
+_CONTENDED: Recent[ContentionBound] = Recent()
 
 
 def _pinning_knapsack(data: P3Data) -> int:
