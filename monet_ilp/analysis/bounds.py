@@ -97,7 +97,8 @@ def lower_bounds(
     if instance.problem is not Problem.P1 and objective is not Objective.COMPUTE:
         # With the solvers: the pivot relaxation (BD.E) too, on energy and weighted objectives,
         # and on latency the placement MILP (BD.B12), then the contention relaxation (BD.B13).
-        bounds += combinatorial_bounds(instance, relaxation_limit=time_limit if solver else None, contention=True)
+        bounds += combinatorial_bounds(instance, relaxation_limit=time_limit if solver else None, contention=True,
+                                       workers=workers)
     began = time.perf_counter()
     if instance.problem is Problem.P1:
         # Half of the time for the bounds over every schedule, the rest for CP-SAT.

@@ -129,7 +129,7 @@ def grade(
     fast_inst = dataclasses.replace(instance, objective=Objective.LATENCY, runtime_limit_cycles=None)
     # BD.B12 and BD.B13 run once: CP-SAT's floor below finds BD.B12 in the cache.
     latency_bounds = combinatorial_bounds(fast_inst, Objective.LATENCY, relaxation_limit=time_limit,
-                                          contention=True)
+                                          contention=True, workers=workers)
     fast = solve(fast_inst, "cpsat", time_limit=time_limit, workers=workers,
                  hint=_best(points, rows, "latency_cycles"), **options)
     closed_latency = max((b for b in latency_bounds if b.value is not None), key=lambda b: b.rank)

@@ -68,7 +68,8 @@ class Bound:
 
 
 def combinatorial_bounds(instance: Instance, objective: Objective | None = None, *,
-                         relaxation_limit: float | None = None, contention: bool = False) -> list[Bound]:
+                         relaxation_limit: float | None = None, contention: bool = False,
+                         workers: int | None = None) -> list[Bound]:
     """The closed-form bounds (BD.B1-B6, B9 of ``formulations/bounds.md``) for a P3 (or P2) instance.
 
     With ``relaxation_limit`` (seconds) and an energy or weighted objective, also the
@@ -78,8 +79,8 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
     on latency, the placement MILP ``placement_path`` (BD.B12,
     :func:`~monet_ilp.problems.p3.latency.placement_path_bound`) and, with
     ``contention``, the contention relaxation ``contention`` after it (BD.B13,
-    :func:`~monet_ilp.problems.p3.contention.contention_bound`: CP-SAT with its default
-    two workers, in the time BD.B12 left and at least :data:`CONTENTION_SHARE` of the
+    :func:`~monet_ilp.problems.p3.contention.contention_bound`: CP-SAT with ``workers``,
+    by default two, in the time BD.B12 left and at least :data:`CONTENTION_SHARE` of the
     limit).  The backends' floor leaves BD.B13 out: its CP-SAT search proves its value
     only when it ends, which on the target graphs takes longer than a floor's share.
     """
@@ -146,7 +147,7 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
         if contention:
             left = max(relaxation_limit - (time.perf_counter() - placing), CONTENTION_SHARE * relaxation_limit)
             floor = max(latency, placed.value or 0)
-            contended = _contention(p3, data, left, floor)
+            contended = _contention(p3, data, left, floor, workers)
             if contended.value is not None:
                 proven = ("optimal: CP-SAT proved the model's optimum" if contended.method == "optimal" else
                           f"bound: CP-SAT did not close the model in time (its best makespan {contended.relaxed}), "
@@ -199,13 +200,14 @@ def _placement(instance: Instance, data: P3Data, limit: float) -> PlacementBound
 _PLACED: Recent[PlacementBound] = Recent()
 
 
-def _contention(instance: Instance, data: P3Data, limit: float, floor: int) -> ContentionBound:
+def _contention(instance: Instance, data: P3Data, limit: float, floor: int,
+                workers: int | None) -> ContentionBound:
     """BD.B13 within ``limit`` seconds above ``floor``, remembered per instance (as BD.B12):
     a proven optimum, or a run at least as long, is reused."""
     cached = _CONTENDED.get(instance)
     if cached is not None and (cached.method == "optimal" or cached.seconds >= limit):
         return cached
-    contended = contention_bound(data, Deadline(limit), floor=floor)
+    contended = contention_bound(data, Deadline(limit), floor=floor, workers=workers)
     _CONTENDED.put(instance, contended)
     return contended
 
