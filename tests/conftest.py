@@ -6,15 +6,19 @@
 * :func:`verified`: the evaluator's verdict on a result, the way every test states it:
   the status is no ``error``, a schedule is feasible when re-evaluated, the
   backend's objective is the evaluator's, and its bound holds.
+* :func:`random_latencies`: the latencies of the random GA decodings the evaluator
+  accepts, which every latency bound over every schedule must stay below.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 
 from monet_ilp.evaluate import Metrics, evaluate
+from monet_ilp.ga.genome import Genome
 from monet_ilp.graph import zoo
 from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance, p1_instance
@@ -24,6 +28,20 @@ from monet_ilp.schedule import Compute, Release, Sequence
 if TYPE_CHECKING:
     from monet_ilp.graph.ir import TrainingGraph
     from monet_ilp.instance import Instance
+
+
+def random_latencies(instance: Instance, draws: int, seed: int) -> list[int]:
+    """The latency of each of ``draws`` random GA genomes of ``instance`` (pins,
+    recomputations, offloads, layers on any core), decoded and kept when the evaluator
+    accepts the schedule."""
+    genome = Genome(instance)
+    rng = np.random.default_rng(seed)
+    latencies = []
+    for _ in range(draws):
+        metrics = evaluate(instance, genome.decode(rng.integers(genome.lower, genome.upper + 1)))
+        if metrics.feasible:
+            latencies.append(metrics.latency_cycles)
+    return latencies
 
 
 def verified(instance: Instance, result: Result | BackendResult, *, feasible: bool = True) -> Metrics | None:
