@@ -8,7 +8,9 @@ objective warm-started with the GA's best point; every bound family
   the GA, and the GA's certified gap ``(GA - best bound) / GA``;
 * the tightness of each bound family: ``bound / best known`` (1.0 = tight).  The families
   are the closed forms (BD.B1-B5), the pivot relaxation ``energy_relaxation`` (BD.E, on
-  energy, with ``--relax-time`` seconds) and CP-SAT's own bound (on energy, the best of its two runs).
+  energy, with ``--relax-time`` seconds), on latency the placement MILP ``placement_path``
+  (BD.B12) and the contention relaxation ``contention`` (BD.B13), half of ``--relax-time``
+  each, and CP-SAT's own bound (on energy, the best of its two runs).
 
 The solver is ``--backend`` (default ``auto``: CP-SAT, then the P3 LNS from its schedule
 on graphs above 40 ops; the columns keep the name ``cpsat``).  On energy, it runs twice,
