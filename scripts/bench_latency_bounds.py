@@ -18,22 +18,16 @@ from __future__ import annotations
 import argparse
 import json
 
+from bench_joint import HARDWARE  # the same hardware as the targets' rows
 from rich.console import Console
 from rich.table import Table
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.graph import zoo
-from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance
 from monet_ilp.problems.p3.contention import contention_bound
 from monet_ilp.problems.p3.data import p3_data
 from monet_ilp.problems.p3.latency import pinned_path_bound, placement_path_bound
-
-HARDWARE = {
-    "edge_tpu_2x1": lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=1),
-    "edge_tpu_2x2": lambda: preset("edge_tpu", n_pe_x=2, n_pe_y=2),
-    "hetero_quad": lambda: preset("hetero_quad"),
-}
 
 
 def targets():

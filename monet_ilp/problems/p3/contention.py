@@ -143,12 +143,11 @@ def _model(data: P3Data, floor: int) -> cp_model.CpModel:
                 for mem in on[v]:
                     if mem != home:
                         m.add_implication(pin[p, home], ~duplicate[v, mem])
+    footprints = [sum(data.items[i].bytes for i in set(op.reads) | set(op.writes)) for op in data.ops]
     for mem in srams:  # BD.B13.5 the pins beside each run's inputs and outputs
-        pins_here = [(data.persistent[p].bytes, lit) for (p, where), lit in pin.items() if where == mem]
-        held = sum(b * lit for b, lit in pins_here)
+        held = sum(data.persistent[p].bytes * lit for (p, where), lit in pin.items() if where == mem)
         m.add(held <= data.capacity[mem])
-        for op in data.ops:
-            footprint = sum(data.items[i].bytes for i in set(op.reads) | set(op.writes))
+        for op, footprint in zip(data.ops, footprints, strict=True):
             if footprint and mem in on[op.index]:
                 m.add(held + footprint <= data.capacity[mem]).only_enforce_if(on[op.index][mem])
                 m.add(held + footprint <= data.capacity[mem]).only_enforce_if(duplicate[op.index, mem])
