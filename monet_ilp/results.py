@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["GAP_TOLERANCE", "GA_FORMAT", "BackendResult", "Result", "Status", "dominated_by", "gap_of",
-           "hint_or_unknown", "non_dominated", "objectives_of"]
+__all__ = ["BOUND_TOLERANCE", "GAP_TOLERANCE", "GA_FORMAT", "BackendResult", "Result", "Status",
+           "bound_error", "dominated_by", "gap_of", "hint_or_unknown", "non_dominated", "objectives_of"]
 
 #: The ``format`` of a GA result file: :func:`monet_ilp.ga.nsga2.run_ga` writes it;
 #: the plots and the grader read it (here, below all three, so none imports another).
@@ -106,14 +106,42 @@ class Result:
 #: Gap tolerance under which a solver's claim of optimality is accepted.
 GAP_TOLERANCE = 1e-9
 
+#: How far, relative to ``max(1, |value|)``, a bound may lie above a verified value before
+#: :func:`bound_error` calls it wrong (formulations/bounds.md, BD.C1).  Integer objectives
+#: compare exactly in effect (their bounds are whole numbers); the tolerance absorbs the
+#: rounding of real-valued objectives (the weighted one, P4's seconds).
+BOUND_TOLERANCE = 1e-9
+
 
 def gap_of(objective: float | None, bound: float | None) -> float | None:
-    """Relative gap ``(objective - bound) / |objective|`` (0 when both are 0)."""
+    """Relative gap ``(objective - bound) / |objective|`` (0 when both are 0), as it is.
+
+    Never clamped: a bound above the objective gives a negative gap, which
+    :func:`bound_error` turns into an error wherever a result is reported.
+    """
     if objective is None or bound is None:
         return None
     if objective == 0:
-        return 0.0 if bound >= 0 else None
-    return max(0.0, (objective - bound) / abs(objective))
+        return 0.0 if bound == 0 else None
+    return (objective - bound) / abs(objective)
+
+
+def bound_error(value: float | None, bound: float | None, family: str, holds_for: str, *,
+                tolerance: float = BOUND_TOLERANCE) -> str | None:
+    """Why ``bound`` cannot be a lower bound on ``value``, or ``None`` when it can (BD.C1).
+
+    ``value`` is the evaluator's objective of a verified schedule that lies in the class
+    ``holds_for`` names; ``family`` names where the bound came from.  A bound above the
+    value beyond ``tolerance`` (relative to ``max(1, |value|)``; :data:`BOUND_TOLERANCE`
+    unless the bound's solver has a looser one) is a bug in that bound: the message names
+    the family, its class and both values.
+    """
+    if value is None or bound is None:
+        return None
+    if bound - value <= tolerance * max(1.0, abs(value)):
+        return None
+    return (f"the {family} bound {bound:.10g} (holds for {holds_for}) exceeds {value:.10g}, the "
+            f"evaluator's objective of a verified schedule in that class; the bound is wrong (a bug)")
 
 
 def objectives_of(point: Any) -> tuple[Any, ...]:
@@ -170,13 +198,15 @@ def hint_or_unknown(instance: Instance, schedule: Schedule | Sequence | None, na
     """What a backend returns when its solver has no schedule of its own (out of time, ...).
 
     ``schedule`` (a hint or baseline called ``name``) as FEASIBLE, ``source``
-    ``hint:<name>``, if the evaluator accepts it, else UNKNOWN; ``bound`` is the best
-    bound known, capped at the schedule's value.  ``reason`` starts the message.
+    ``hint:<name>``, if the evaluator accepts it, else UNKNOWN.  ``bound`` must hold for
+    every schedule, the hint's included (a hint may lie outside the backend's class); a
+    bound over the class alone goes in ``stats`` (``class_bound``), where it is not
+    compared with the hint.  ``reason`` starts the message.
     """
     metrics = verified(instance, schedule)
     if metrics is None:
         return BackendResult(Status.UNKNOWN, bound=bound, stats=stats, message=f"{reason}; no schedule found")
     value = metrics.objective_value
     stats.update(solution=name, recomputations=metrics.recomputations, transfers=metrics.transfers)
-    return BackendResult(Status.FEASIBLE, schedule, value, None if bound is None else min(bound, value),
+    return BackendResult(Status.FEASIBLE, schedule, value, bound,
                          f"{reason}; returning the {name} schedule", stats, source=f"hint:{name}")

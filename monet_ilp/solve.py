@@ -10,7 +10,7 @@ equals the evaluator's, and computes the gap.  A mismatch is a bug and is report
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import InputFormatError, MonetError
@@ -21,14 +21,23 @@ from monet_ilp.heuristics.decisions import decisions_from_dict, decode
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems import registry
 from monet_ilp.problems.registry import Backend, BackendSpec
-from monet_ilp.results import GA_FORMAT, GAP_TOLERANCE, BackendResult, Result, Status, gap_of
+from monet_ilp.results import (
+    GA_FORMAT,
+    GAP_TOLERANCE,
+    BackendResult,
+    Result,
+    Status,
+    bound_error,
+    gap_of,
+)
 from monet_ilp.schedule import FORMAT_NAME as SCHEDULE_FORMAT
 from monet_ilp.schedule import Schedule, Sequence, check_made_for, schedule_from_dict, stamped
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["GAP_TOLERANCE", "Backend", "BackendResult", "Result", "Status", "backends", "check_limits",
+__all__ = ["GAP_TOLERANCE", "Backend", "BackendResult", "Result", "Status", "backends", "bound_family",
+           "check_limits",
            "gap_of", "load_hint", "register_backend", "solve"]
 
 
@@ -114,13 +123,25 @@ def solve(
             message = (f"backend claims objective {objective} but the evaluator finds "
                        f"{metrics.objective_value}; this is a bug in {backend}")
         objective = metrics.objective_value
-    wall = time.perf_counter() - start  # the evaluator's check counts (formulations/time_limits.md)
     bound = raw.bound
+    if status in (Status.OPTIMAL, Status.FEASIBLE):
+        # BD.C1: the bound is checked against the verified schedule, never capped at it.
+        wrong = bound_error(objective, bound, bound_family(backend, raw.stats),
+                            str(raw.stats.get("bound_class") or spec.exact_over or "every schedule"))
+        if wrong is not None:
+            status, message = Status.ERROR, f"{wrong}; {message}".rstrip("; ")
+    wall = time.perf_counter() - start  # the evaluator's check counts (formulations/time_limits.md)
     gap = gap_of(objective, bound) if status in (Status.OPTIMAL, Status.FEASIBLE) else None
     if status is Status.OPTIMAL and (gap is None or gap > GAP_TOLERANCE):
         status = Status.FEASIBLE
     return Result(backend, status, schedule, objective, bound,
                   gap, wall, metrics, message, raw.stats, source)
+
+
+def bound_family(backend: str, stats: Mapping[str, Any]) -> str:
+    """The name of the bound a backend reports: the family its stats name, else the backend's."""
+    family = stats.get("bound_source") or stats.get("bound_family")
+    return f"{backend} ({family})" if family else backend
 
 
 def check_limits(time_limit: float | None, workers: int | None) -> None:

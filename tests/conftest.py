@@ -51,7 +51,8 @@ def verified(instance: Instance, result: Result | BackendResult, *, feasible: bo
     default) a schedule must keep to the instance.  The bound of a feasible schedule is
     at most its objective, and a result that claims optimality has its bound equal to
     its objective.  Both are compared exactly: backends round a solver's bound on an
-    integer objective up and cap it at the objective they return.
+    integer objective up and report it as proved, never capped (BD.C1), so a wrong bound
+    fails here as it makes ``solve`` return ``error``.
     """
     assert result.status is not Status.ERROR, result.message
     if result.schedule is None:

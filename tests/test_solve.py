@@ -2,18 +2,59 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import zoo
+from monet_ilp.instance import Problem
 from monet_ilp.make import p1_instance
-from monet_ilp.solve import Status, backends, gap_of, solve
+from monet_ilp.problems import registry
+from monet_ilp.solve import Status, backends, gap_of, register_backend, solve
 from tests.conftest import verified
 
 
 def test_gap():
     assert gap_of(100, 90) == pytest.approx(0.1)
     assert gap_of(0, 0) == 0.0 and gap_of(None, 3) is None and gap_of(5, None) is None
+    # Never clamped: a bound above the value shows as a negative gap (BD.C1).
+    assert gap_of(100, 110) == pytest.approx(-0.1)
+
+
+@pytest.mark.parametrize("status_claimed", ["optimal", "feasible"])
+def test_a_planted_wrong_bound_makes_the_result_an_error(p1_small, p3_small, status_claimed):
+    """BD.C1: a bound above the verified schedule's value is an error naming the family and both
+    values, whatever status the backend claims; before, it was capped and read as optimal."""
+    for instance, problem in ((p1_small, Problem.P1), (p3_small, Problem.P3)):
+        name = f"test:planted-{problem}-{status_claimed}"
+
+        def load(problem=problem):
+            inner = registry.find("cpsat", problem).load()
+
+            def run(inst, **options):
+                raw = inner(inst, **options)
+                assert raw.objective is not None
+                status = Status.OPTIMAL if status_claimed == "optimal" else Status.FEASIBLE
+                return dataclasses.replace(raw, status=status, bound=raw.objective + 1,
+                                           stats={**raw.stats, "bound_source": "planted"})
+            return run
+
+        register_backend(name, load, problems=[problem])
+        try:
+            result = solve(instance, name, time_limit=30, workers=1, seed=0)
+        finally:
+            registry.unregister(name)
+        assert result.status is Status.ERROR, result.message
+        assert "planted" in result.message and "exceeds" in result.message
+        assert f"{result.objective + 1:.10g}" in result.message and f"{result.objective:.10g}" in result.message
+        assert result.gap is None and result.metrics is not None and result.metrics.feasible
+
+
+def test_a_true_bound_passes_the_check(p1_small):
+    """The real backend's bound passes the same check: optimal, gap 0."""
+    result = solve(p1_small, "cpsat", time_limit=30, workers=1, seed=0)
+    assert result.status is Status.OPTIMAL and result.bound == result.objective and result.gap == 0.0
 
 
 def test_unknown_backend_suggests():

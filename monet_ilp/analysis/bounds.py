@@ -45,6 +45,7 @@ from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.problems.p1.milp import lp_bound
 from monet_ilp.problems.p1.relax import all_schedules_bound
 from monet_ilp.problems.p3.bounds import Bound, combinatorial_bounds
+from monet_ilp.results import bound_error
 from monet_ilp.solve import solve
 
 if TYPE_CHECKING:
@@ -89,8 +90,11 @@ def lower_bounds(
     Returns
     -------
     dict
-        ``objective``, ``bounds`` (each a :meth:`Bound.to_dict`), ``best`` and
-        ``best_source``, and ``incumbent`` (the best schedule value CP-SAT found, if any).
+        ``objective``, ``bounds`` (each a :meth:`Bound.to_dict`), ``best``, ``best_source``
+        and ``best_holds_for`` (the largest bound, and the class it holds for),
+        ``best_all`` and ``best_all_source`` (the largest that holds for every schedule),
+        ``incumbent`` (the best schedule value CP-SAT found, if any), and ``errors``: every
+        bound above that incumbent, which lies in each bound's class (BD.C1; a bug).
     """
     objective = instance.objective
     bounds: list[Bound] = []
@@ -129,6 +133,11 @@ def lower_bounds(
             bounds.append(lp)
     valued = [b for b in bounds if b.value is not None]
     best = max(valued, key=lambda b: b.rank, default=None)
+    # Only the solver family is a class bound; the best of the others holds for every schedule.
+    best_all = max((b for b in valued if b.family != "solver"), key=lambda b: b.rank, default=None)
+    # BD.C1: CP-SAT's incumbent lies in every class named here, so no bound may exceed it.
+    errors = [wrong for b in valued
+              if (wrong := bound_error(incumbent, b.value, b.name, b.holds_for)) is not None]
     return {
         "instance": instance.name,
         "objective": str(objective),
@@ -136,7 +145,11 @@ def lower_bounds(
         "bounds": [b.to_dict() for b in bounds],
         "best": None if best is None else best.value,
         "best_source": None if best is None else best.name,
+        "best_holds_for": None if best is None else best.holds_for,
+        "best_all": None if best_all is None else best_all.value,
+        "best_all_source": None if best_all is None else best_all.name,
         "incumbent": incumbent,
+        "errors": errors,
     }
 
 

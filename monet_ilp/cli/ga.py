@@ -105,7 +105,8 @@ def _refine(inst: Instance, names: tuple[str, ...], rounds: int, solver_time: fl
     Path(out).write_text(json.dumps(result) + "\n")
     table = Table(title=f"GA + solver on {inst.name}: {rounds} rounds of {generations} generations x "
                         f"{population} and {solver_time:g} s of the solver ({inst.objective})")
-    for col in ("round", "GA best", "solver", "solver objective", "bound", "best so far", "gap"):
+    for col in ("round", "GA best", "solver", "solver objective", "solver bound", "best so far",
+                "gap (every schedule)"):
         table.add_column(col, justify="right")
     for row in result["refine"]:
         table.add_row(str(row["round"]), _num(row["ga_best"]), row["solver_status"], _num(row["solver_objective"]),
@@ -113,9 +114,12 @@ def _refine(inst: Instance, names: tuple[str, ...], rounds: int, solver_time: fl
                       "-" if row["gap"] is None else f"{100 * row['gap']:.2f} %")
     show(table)
     console.print(f"{len(result['points'])} points on the front ({', '.join(sorted({p['source'] for p in result['points']}))}); "
-                  f"every one checked by the evaluator", highlight=False)
+                  f"every one checked by the evaluator; the gap is to the bound over every schedule, "
+                  f"{_num(result['bound'])}", highlight=False)
+    for wrong in result["errors"]:
+        err_console.print(f"error: {wrong}", highlight=False, markup=False)
     err_console.print(f"wrote {out}")
-    exit_unless(any(p["feasible"] for p in result["points"]))
+    exit_unless(any(p["feasible"] for p in result["points"]) and not result["errors"])
 
 
 def _num(value: float | None) -> str:

@@ -287,14 +287,20 @@ def bound_cmd(path: str, objective: str | None, runtime_limit: int | None, time_
         why = next(b["detail"] for b in report["bounds"] if b["name"] == report["best_source"])
         console.print(f"no schedule exists ({report['best_source']}: {why})", highlight=False, markup=False)
     else:
-        console.print(f"best lower bound: {best if best is None else format(best, ',')} ({report['best_source']})"
+        console.print(f"best lower bound: {best if best is None else format(best, ',')} ({report['best_source']}, "
+                      f"holds for {report['best_holds_for']})"
                       + ("" if report["incumbent"] is None else f"; best schedule found: {report['incumbent']:,}"),
-                      highlight=False)
+                      highlight=False, markup=False)
+        if report["best_all"] is not None and report["best_all"] != best:
+            console.print(f"best lower bound over every schedule: {report['best_all']:,} "
+                          f"({report['best_all_source']})", highlight=False, markup=False)
+    for wrong in report["errors"]:
+        err_console.print(f"error: {wrong}", highlight=False, markup=False)
     if json_out:  # strict JSON has no Infinity: an infinite bound is written "inf"
         finite = json.loads(json.dumps(report, default=str),
                             parse_constant=lambda c: {"Infinity": "inf", "-Infinity": "-inf"}.get(c, c))
         Path(json_out).write_text(json.dumps(finite, indent=1) + "\n")
-    exit_unless(best != float("inf"))
+    exit_unless(best != float("inf") and not report["errors"])
 
 
 def _number(x: float | None) -> str:
@@ -335,6 +341,14 @@ def grade_cmd(path: str, instance_path: str, time_limit: float, workers: int, js
             table.add_row(r["label"], "feasible" if r["feasible"] else "INFEASIBLE", num(r["objective"]),
                           num(r["bound"]), pct(r["gap"]))
     show(table)
+    holds = (report["points"][0].get("latency_bound_holds_for") if "latency_bound_source" in report
+             else report.get("bound_holds_for"))
+    if holds:
+        console.print(f"the bounds hold for {holds}" + (
+            f"; CP-SAT's over {report['class_holds_for']} in the JSON (*_class_*)"
+            if "class_holds_for" in report else ""), highlight=False, markup=False)
+    for wrong in report["errors"]:
+        err_console.print(f"error: {wrong}", highlight=False, markup=False)
     if json_out:
         Path(json_out).write_text(json.dumps(report, indent=1, default=str) + "\n")
-    exit_unless(all(r["feasible"] for r in report["points"]))
+    exit_unless(all(r["feasible"] for r in report["points"]) and not report["errors"])

@@ -10,9 +10,11 @@ The result has the GA's file format (:data:`~monet_ilp.ga.nsga2.FORMAT_NAME`): t
 non-dominated feasible points of every round and of every solver schedule (``source``
 ``ga``, ``seed`` or ``solver``), each evaluated by the reference evaluator, plus
 ``refine``: one row per round (the GA's best, the solver's status, objective, bound and
-gap) and ``bound``, the best bound the solver proved on the instance's objective, over
-the class of schedules its backend is exact over (``monet-ilp backends``: on P3 the class
-P3.K3, on P1 the portfolio's ``bound_class``).
+gap) and ``bound``, the best bound the solver proved on the instance's objective that
+holds for every schedule, the GA's included (on P1 the bound over every P1 schedule, on P3
+``auto``'s floor or its bound when that holds for every schedule: CP-SAT's bound over
+class P3.K3 need not hold for a decoder's schedule), checked against every point
+(``errors``, BD.C1).
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.nsga2 import POINT_KEYS, front_file, point_of, run_ga
 from monet_ilp.instance import Problem
+from monet_ilp.problems.p3.bounds import combinatorial_bound
 from monet_ilp.problems.p3.data import baseline_schedules
-from monet_ilp.results import gap_of, non_dominated
+from monet_ilp.results import bound_error, gap_of, non_dominated
 from monet_ilp.schedule import schedule_from_dict
 from monet_ilp.solve import solve
 
 if TYPE_CHECKING:
     from monet_ilp.instance import Instance
+    from monet_ilp.results import Result
     from monet_ilp.schedule import Schedule, Sequence
 
 __all__ = ["refine"]
@@ -89,7 +93,10 @@ def refine(
     seeds: list[Schedule | Sequence] = list(seed_schedules)
     candidates: list[dict[str, Any]] = []
     history: list[dict[str, Any]] = []
-    bound: int | float | None = None
+    # The bounds over every schedule hold for the GA's points too; on P3 the closed forms and
+    # relaxations (BD.B1-B6, B9, B12, BD.E) start the bound, with a solver run's time.
+    bound: int | float | None = (None if instance.problem is Problem.P1
+                                 else combinatorial_bound(instance, relaxation_limit=solver_time))
     best_value: int | float | None = None
     evaluations = 0
     for r in range(rounds):
@@ -105,8 +112,9 @@ def refine(
         if result.schedule is not None and result.metrics is not None and result.metrics.feasible:
             seeds.insert(0, result.schedule)
             candidates.append(point_of(instance, evaluate(instance, result.schedule), "solver"))
-        if result.bound is not None:
-            bound = result.bound if bound is None else max(bound, result.bound)
+        every = _every_schedule_bound(instance, result)
+        if every is not None:
+            bound = every if bound is None else max(bound, every)
         values = [p["objective_value"] for p in candidates]
         best_value = min(values) if values else None
         history.append({
@@ -119,12 +127,31 @@ def refine(
         })
         if progress is not None:
             progress(r + 1, rounds, f"round {r + 1}/{rounds}: best {best_value}, bound {bound}")
+    # BD.C1: the bound holds for every schedule, the GA's and the solver's points included.
+    wrong = bound_error(best_value, bound, "auto's bound over every schedule", "every schedule")
     keys = [POINT_KEYS[o] for o in objectives]
     front = non_dominated(candidates, key=lambda p: tuple(p[k] for k in keys), keep_equal=False)
     return front_file(instance, objectives, sorted(front, key=lambda p: (p["latency_cycles"], p["energy_pj"])),
                       generations=generations, population=population, seed=seed, stopped="rounds",
                       workers=workers, evaluations=evaluations, seconds=round(time.perf_counter() - began, 3),
-                      refine=history, bound=bound, gap=gap_of(best_value, bound))
+                      refine=history, bound=bound, gap=gap_of(best_value, bound),
+                      errors=[] if wrong is None else [wrong])
+
+
+def _every_schedule_bound(instance: Instance, result: Result) -> int | float | None:
+    """The part of ``auto``'s bound that holds for every schedule, the GA's included.
+
+    On P1 the bound over every P1 schedule (PF.B2, ``bound_all``); on P3 ``auto``'s bound
+    when its ``bound_class`` says it holds for every schedule, else the floor it ran
+    (P3A.2): CP-SAT's bound over class K3 need not hold for a decoder's schedule.
+    """
+    if instance.problem is Problem.P1:
+        value = result.stats.get("bound_all")
+        return None if value is None else int(value)
+    if str(result.stats.get("bound_class", "")).startswith("every schedule"):
+        return result.bound
+    floor = result.stats.get("members", {}).get("floor", {}).get("bound")
+    return None if floor is None else floor
 
 
 def _better_start(instance: Instance, hint: Schedule | Sequence | None,

@@ -41,14 +41,21 @@ from monet_ilp.problems.p1.lns import Offers, solve_lns
 from monet_ilp.problems.p1.milp import solve_milp
 from monet_ilp.problems.p1.milp.solve import with_least_budget
 from monet_ilp.problems.p1.prune import pruned_starts
-from monet_ilp.problems.p1.relax import HOLDS_FOR, P1Bound, all_schedules_bound, cut_bound
+from monet_ilp.problems.p1.relax import (
+    HOLDS_FOR,
+    P1Bound,
+    all_schedules_bound,
+    cut_bound,
+    frees_node_values,
+)
 from monet_ilp.results import BackendResult, Status
+from monet_ilp.schedule import Sequence
 
 if TYPE_CHECKING:
     from monet_ilp.heuristics.starts import Starts
     from monet_ilp.instance import Instance
     from monet_ilp.problems.p1.data import P1Data
-    from monet_ilp.schedule import Schedule, Sequence
+    from monet_ilp.schedule import Schedule
 
 __all__ = ["CPSAT_STAGGER", "LARGE_CELLS", "SMALL_CELLS", "STAGE_CLASS", "Member", "members_for", "solve_auto",
            "stage_cells"]
@@ -224,9 +231,16 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
 
     # The best schedule any member or heuristic has, checked by the evaluator (the
     # members' in the order of what they claim, until one passes).
-    candidates: list[tuple[int, str, Schedule | Sequence]] = []
+    # Each candidate with the bound that holds for it (PF.B1-B3): a member's schedule lies
+    # in its class, a heuristic's or the relaxation's in PF.B2's; a caller's hint only
+    # where it frees each node's outputs together.
+    candidates: list[tuple[int, str, Schedule | Sequence, str]] = []
     if incumbent is not None:
-        candidates.append((incumbent[2], incumbent[0], incumbent[1]))
+        name, start, value = incumbent
+        kind = ("heuristic" if name != "hint" or (isinstance(start, Sequence)
+                                                  and frees_node_values(instance.graph, start))
+                else "hint")
+        candidates.append((value, name, start, kind))
     claimed = sorted(((r.objective, n, r) for n, r in results.items()
                       if r.schedule is not None and r.objective is not None), key=lambda c: c[0])
     for _, member, result in claimed:
@@ -234,10 +248,11 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
             break
         metrics = verified(instance, result.schedule)
         if metrics is not None and result.schedule is not None:
-            candidates.append((int(metrics.objective_value), result.source or member, result.schedule))
+            candidates.append((int(metrics.objective_value), result.source or member, result.schedule,
+                               "member"))
             break
     if relaxed is not None:
-        candidates.append((relaxed[0], "relaxation", relaxed[1]))
+        candidates.append((relaxed[0], "relaxation", relaxed[1], "heuristic"))
     all_value = max(every_op_once, bound_all.value if bound_all is not None else every_op_once)
     stats["bound_all"] = all_value
     stats["bound_all_holds_for"] = (bound_all.holds_for if bound_all is not None else
@@ -252,20 +267,24 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
         return BackendResult(Status.UNKNOWN, bound=all_value, stats=stats,
                              message="no schedule found within the time limit")
 
-    objective, source, schedule = min(candidates, key=lambda c: c[0])
+    objective, source, schedule, kind = min(candidates, key=lambda c: c[0])
     relaxation_proof = bound_all is not None and bound_all.solver_optimum == objective
     if relaxation_proof:
         # PF.S4: the relaxation's optimum, as HiGHS proved it, meets a P1 schedule.
         all_value = stats["bound_all"] = objective
-    bound, bound_class = _class_bound(chosen, results, all_value, stats)
-    if bound > objective:
-        # PF.B1: a schedule outside the classes searched beats their bound; only the
-        # bound over every schedule still holds.
+    # The bound of the class the schedule lies in, as proved: one above the schedule's
+    # cost is a wrong bound, for solve() to report (BD.C1), never replaced by a weaker one.
+    if kind == "member":
+        # PF.B1: the union of the members' classes holds the members' schedules.
+        bound, bound_class = _class_bound(chosen, results, all_value, stats)
+    elif kind == "heuristic":
+        # PF.B3: the heuristics free a node's outputs together: PF.B2's class holds them.
+        stats["bound_union"] = _class_bound(chosen, results, all_value, stats)[0]
         bound, bound_class = all_value, stats["bound_all_holds_for"]
-    if bound > objective:
-        # PF.B3: it beats that bound too, so it lies outside what PF.B2 covers (a hint
-        # that frees the outputs of one op apart, EV.E3 allows it):
-        # only every-op-once holds for it, and nothing is proven beyond it.
+    else:
+        # PF.B3: a caller's hint that frees the outputs of one op apart lies outside
+        # PF.B2's class: only every-op-once holds for it, and nothing is proven beyond it.
+        stats["bound_union"] = _class_bound(chosen, results, all_value, stats)[0]
         bound, bound_class = every_op_once, EVERY_SCHEDULE
         all_value = every_op_once
         stats.update(bound_all=every_op_once, bound_all_holds_for=EVERY_SCHEDULE,
@@ -291,8 +310,8 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
                else "every member proved its class, and a schedule from outside their classes is cheaper")
         message = (f"{why}; best schedule from {source}, bound over {bound_class} "
                    f"(gap {_gap(objective, bound):.2%}; over every P1 schedule {stats['gap_all']:.2%})")
-    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
-                         objective if proven else bound, message, stats, source=source)
+    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective, bound,
+                         message, stats, source=source)
 
 
 def _incumbent(instance: Instance, hint: Schedule | Sequence | None, starts: Starts,
@@ -434,4 +453,5 @@ def _class_bound(chosen: list[Member], results: dict[str, BackendResult], all_va
 
 
 def _gap(objective: float, bound: float) -> float:
-    return 0.0 if objective <= bound else (objective - bound) / max(abs(objective), 1e-12)
+    """The relative gap for the message, as it is (a negative one is solve()'s to report)."""
+    return (objective - bound) / max(abs(objective), 1e-12)

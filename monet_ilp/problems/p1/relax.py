@@ -43,11 +43,12 @@ from monet_ilp.engines.milp import INTEGER_GAP, SparseMilp, safe_ceil
 from monet_ilp.errors import MonetError
 from monet_ilp.heuristics.liveness import place_releases
 from monet_ilp.problems.p1.data import p1_data
-from monet_ilp.schedule import Sequence
+from monet_ilp.schedule import Release, Sequence
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
+    from monet_ilp.graph.ir import TrainingGraph
     from monet_ilp.instance import Instance
     from monet_ilp.problems.p1.data import P1Data
 
@@ -72,6 +73,7 @@ __all__ = [
     "closure_model",
     "cut_bound",
     "every_op_once",
+    "frees_node_values",
     "last_reader",
     "model_columns",
     "reach_top",
@@ -85,6 +87,34 @@ HOLDS_FOR = ("every P1 schedule of the instance (p1_problem.md: node-level value
              "computations in the instance's order, any number of recomputations of any node "
              "in any order, the optimizer rule), so a lower bound on P1's optimum, not only "
              "on the stage form the milp and cpsat backends search")
+
+
+def frees_node_values(graph: TrainingGraph, sequence: Sequence) -> bool:
+    """Whether ``sequence`` frees the non-persistent outputs of each op together (PF.B3).
+
+    P1's values are node-level: PF.B2 holds for sequences whose every run of releases
+    frees either all of an op's outputs that are resident or none of them.
+    """
+    resident: set[str] = set()
+    released: list[str] = []
+
+    def together() -> bool:
+        producers = {graph.tensor(t).producer for t in released}
+        apart = any(set(graph.op(p).outputs) & (resident - set(released))
+                    for p in producers if p is not None)
+        resident.difference_update(released)
+        released.clear()
+        return not apart
+
+    for step in sequence.steps:
+        if isinstance(step, Release):
+            released.append(step.tensor)
+            continue
+        if released and not together():
+            return False
+        resident.update(t for t in graph.op(step.op).outputs if not graph.tensor(t).persistent)
+    return together()
+
 
 #: What :func:`all_schedules_bound` may be asked for; ``auto`` runs them all in turn.
 METHODS = ("auto", "milp", "lp", "closure", "cut", "every-op-once")

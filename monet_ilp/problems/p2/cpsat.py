@@ -684,7 +684,11 @@ def solve_p2_cpsat(
         stats["hint"] = "given"
 
     def fallback(reason: str, bound: int | None) -> BackendResult:
-        return hint_or_unknown(instance, start, stats["hint"], f"{reason} ({limits})", bound, stats)
+        # The hint may lie outside the model's class: its result carries the bound over
+        # every schedule, the model's own (over its class) goes in stats (BD.C1).
+        stats["class_bound"] = bound
+        return hint_or_unknown(instance, start, stats["hint"], f"{reason} ({limits})",
+                               data.every_op_once_bound(), stats)
 
     try:
         built = P2CpModel(data, staged=staged, deadline=deadline)

@@ -123,6 +123,19 @@ class P2Data:
         """Every op runs once on one core: no schedule is faster."""
         return sum(op.cycles for op in self.ops)
 
+    def every_op_once_bound(self) -> int:
+        """The objective of every op run once, nothing moved (P2.B0 of ``p2_problem.md``).
+
+        A bound over every P2 schedule, in or out of the models' classes: each op runs at
+        least once, one at a time on the core, and energy and static energy only grow with
+        more runs, transfers and time.  The backends report it with a hint that may lie
+        outside their class (BD.C1).
+        """
+        latency = self.min_latency_cycles
+        energy = sum(op.energy_pj for op in self.ops) + self.static_pj(latency)
+        return {Objective.LATENCY: latency, Objective.ENERGY: energy,
+                Objective.COMPUTE: latency}[self.objective]
+
     def min_budget_bytes(self) -> int:
         """A lower bound on the budget of any feasible schedule (any number of runs).
 

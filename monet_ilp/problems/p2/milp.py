@@ -545,8 +545,12 @@ def solve_p2_milp(
     name = "given" if hint is not None else "baseline"
 
     def fallback(reason: str, bound: int | None) -> BackendResult:
+        # The start may lie outside the model's class: its result carries the bound over
+        # every schedule, the model's own (over its class) goes in stats (BD.C1).
         stats["seconds"] = round(time.perf_counter() - began, 3)
-        return hint_or_unknown(instance, start_schedule, name, f"{reason} ({limits})", bound, stats)
+        stats["class_bound"] = bound
+        return hint_or_unknown(instance, start_schedule, name, f"{reason} ({limits})",
+                               data.every_op_once_bound(), stats)
 
     try:
         built = P2StageMilp(data, deadline=deadline)

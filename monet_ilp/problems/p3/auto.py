@@ -206,8 +206,9 @@ def solve_p3_auto(
             schedule, objective = timed
             message += f"; retimed to {objective}"
     proven = bound is not None and objective is not None and objective <= bound
+    # The bound as proved: one above the schedule's value is for solve() to report (BD.C1).
     return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, objective,
-                         objective if proven else bound, message, stats, source=source)
+                         bound, message, stats, source=source)
 
 
 def _timed(call: Callable[..., Any], *args: Any, **kwargs: Any) -> tuple[Any, float]:

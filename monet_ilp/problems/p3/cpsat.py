@@ -852,9 +852,12 @@ def solve_p3_cpsat(
     bound = _bound(data, solver.best_objective_bound)
     stats["solver_bound"] = bound
     if code not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        # The hint may lie outside class K3: it gets the floor over every schedule, and
+        # CP-SAT's bound over K3 stays in stats (BD.C1).
+        stats["class_bound"] = _max(bound, floor)
         return hint_or_unknown(instance, start, stats["hint"],
                                f"CP-SAT found no schedule of its own in the time limit "
-                               f"({solver.status_name(code)})", _max(bound, floor), stats)
+                               f"({solver.status_name(code)})", floor, stats)
     if floor is not None and (bound is None or floor > bound):
         bound, stats["bound_source"] = floor, "combinatorial"
     schedule, value = built.schedule(solver, {"backend": "cpsat", "model": "p3_cpsat"})

@@ -154,7 +154,7 @@ def solve_cpsat(
         completion = complete(grid, cells, source="cpsat")
         if completion is None or completion.cost != round(solver.objective_value):
             raise AssertionError("the CP-SAT solution does not replay; this is a bug in cpsat")
-        bound = _bound(solver, trivial_bound, completion.cost)
+        bound = _bound(solver, trivial_bound)
         proven = status == cp_model.OPTIMAL
         form = f"stage form, passes={grid.passes}"
         return _result(instance, grid, completion, Status.OPTIMAL if proven else Status.FEASIBLE,
@@ -168,7 +168,7 @@ def solve_cpsat(
         return _infeasible(instance, grid, stats, started, deadline, workers, encoding)
     if status == cp_model.MODEL_INVALID:
         raise AssertionError(f"CP-SAT rejects the model: {v.model.validate()}")
-    return _hint_or_unknown(instance, grid, chosen, _bound(solver, trivial_bound, None),
+    return _hint_or_unknown(instance, grid, chosen, _bound(solver, trivial_bound),
                             max_computes, stats, started,
                             "time limit reached before CP-SAT found a schedule")
 
@@ -359,14 +359,15 @@ def _run(v: P1Vars, deadline: Deadline, workers: int | None, log: bool, seed: in
     return run.solver, run.status
 
 
-def _bound(solver: cp_model.CpSolver, trivial: int, objective: int | None) -> int:
+def _bound(solver: cp_model.CpSolver, trivial: int) -> int:
+    """CP-SAT's bound rounded up, at least ``trivial`` (every op once): reported as proved (BD.C1)."""
     raw = solver.best_objective_bound
     bound = trivial
     if math.isfinite(raw):
         nearest = round(raw)
         solver_bound = nearest if abs(raw - nearest) <= 1e-6 * max(1.0, abs(raw)) else math.ceil(raw)
         bound = max(bound, int(solver_bound))
-    return bound if objective is None else min(bound, objective)
+    return bound
 
 
 def _result(instance: Instance, grid: P1Data, completion: Completion, status: Status, bound: int,
@@ -386,9 +387,13 @@ def _result(instance: Instance, grid: P1Data, completion: Completion, status: St
 def _hint_or_unknown(instance: Instance, grid: P1Data, chosen: Completion | None, bound: int,
                      max_computes: int | None, stats: dict[str, Any], started: float,
                      reason: str) -> BackendResult:
-    """No schedule of CP-SAT's own: the hint if it fits (FEASIBLE), else UNKNOWN; with ``bound``."""
+    """No schedule of CP-SAT's own: the hint if it fits (FEASIBLE), else UNKNOWN; with ``bound``.
+
+    The hint is a completion of the grid, so it lies in the model's class and ``bound``
+    holds for it as it is (no cap: solve() checks it, BD.C1).
+    """
     if chosen is not None and chosen.fits(grid) and _within_computes(chosen, max_computes):
-        return _result(instance, grid, chosen, Status.FEASIBLE, min(bound, chosen.cost), stats,
+        return _result(instance, grid, chosen, Status.FEASIBLE, bound, stats,
                        started, f"{reason}; returning the {chosen.source} hint",
                        source=f"hint:{chosen.source}")
     stats["wall_seconds"] = round(time.perf_counter() - started, 3)

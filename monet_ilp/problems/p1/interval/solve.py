@@ -170,7 +170,7 @@ def solve_interval(
         proven = run.status == cp_model.OPTIMAL
         if proven and plan.cost != solver_cost:
             raise AssertionError("dropping useless recomputations beat a proven optimum; this is a bug")
-        bound = plan.cost if proven else solver_bound(run.solver, trivial, plan.cost)
+        bound = plan.cost if proven else solver_bound(run.solver, trivial)
         message = (f"optimal within the class ({bound_class})" if proven
                    else f"time limit reached; best schedule and its bound within the class ({bound_class})")
         return result(instance, data, plan, Status.OPTIMAL if proven else Status.FEASIBLE, bound,
@@ -183,7 +183,7 @@ def solve_interval(
             "another backend may fit it)", stats=stats), started)
     if run.status == cp_model.MODEL_INVALID:
         raise AssertionError(f"CP-SAT rejects the interval model: {im.model.validate()}")
-    return fallback(instance, data, chosen, solver_bound(run.solver, trivial, None),
+    return fallback(instance, data, chosen, solver_bound(run.solver, trivial),
                     "time limit reached before CP-SAT found a schedule", stats, started)
 
 
@@ -278,15 +278,16 @@ def model_stats(im: IntervalModel) -> dict[str, Any]:
             "horizon": im.horizon, "read_choices": len(im.reads)}
 
 
-def solver_bound(solver: cp_model.CpSolver, trivial: int, objective: int | None) -> int:
-    """CP-SAT's bound rounded up, at least ``trivial`` (every op once), at most ``objective``."""
+def solver_bound(solver: cp_model.CpSolver, trivial: int) -> int:
+    """CP-SAT's bound rounded up, at least ``trivial`` (every op once), as proved: never capped
+    at a schedule's cost (a bound above it is for solve() to catch, BD.C1)."""
     raw = solver.best_objective_bound
     bound = trivial
     if math.isfinite(raw):
         nearest = round(raw)
         value = nearest if abs(raw - nearest) <= 1e-6 * max(1.0, abs(raw)) else math.ceil(raw)
         bound = max(bound, int(value))
-    return bound if objective is None else min(bound, objective)
+    return bound
 
 
 def finish(res: BackendResult, started: float) -> BackendResult:
@@ -305,7 +306,7 @@ def result(instance: Instance, data: P1Data, plan: Plan, status: Status, bound: 
     if metrics is None or metrics.compute_cycles != plan.cost:
         raise AssertionError("the interval model's schedule fails the evaluator; this is a bug")
     stats.update(recomputations=len(plan) - data.n, model_peak_bytes=plan.peak * data.scale)
-    return finish(BackendResult(status, sequence, plan.cost, min(bound, plan.cost), message, stats,
+    return finish(BackendResult(status, sequence, plan.cost, bound, message, stats,
                                 source), started)
 
 

@@ -223,9 +223,11 @@ def solve_p3_milp(
             return done(Status.UNKNOWN, bound=bound,
                         message=f"{reason}; no schedule known ({limits})")
         source, schedule, value = known
-        stats["solution"] = source
-        return done(Status.FEASIBLE, schedule=schedule, objective=value,
-                    bound=None if bound is None else min(bound, value), source=f"hint:{source}",
+        # A candidate may lie outside the model's class: it gets the floor over every
+        # schedule, and the model's bound over its class stays in stats (BD.C1).
+        stats.update(solution=source, class_bound=bound)
+        return done(Status.FEASIBLE, schedule=schedule, objective=value, bound=floor,
+                    source=f"hint:{source}",
                     message=f"{reason}; returning the {source} schedule ({limits})")
 
     # P3M.W1: a schedule of the model bounds the makespan of any better one, so each
@@ -332,8 +334,8 @@ def solve_p3_milp(
                                 f"its schedule's {best.milp}")
         return done(Status.OPTIMAL, schedule=schedule, objective=value["objective"],
                     bound=value["objective"], message=f"optimal ({limits})", source=source)
-    if bound is not None:
-        bound = min(bound, value["objective"])
+    # Every incumbent is a solution of the model (a candidate only with its start values),
+    # so the bound holds for it as proved, never capped (BD.C1).
     reason = f"{stopped}" if stopped is not None else "time limit"
     return done(Status.FEASIBLE, schedule=schedule, objective=value["objective"], bound=bound,
                 message=f"{reason}; best schedule and bound returned ({limits})", source=source)
