@@ -1,19 +1,25 @@
-"""The demo: a real training step on a real accelerator, scheduled four ways, graded with bounds.
+"""The demo: a ResNet-18 training step on an analytical Edge-TPU-like model, scheduled four ways, graded with bounds.
 
-ResNet-18 (CIFAR, layer granularity) on a 2x2 Edge-TPU-like mesh (P3) at an SRAM
-budget per core where the store-all schedule does not fit.  Four schedules:
+ResNet-18 (CIFAR, layer granularity) on a 2x2 mesh of Edge-TPU-like PEs (the analytical
+``edge_tpu`` preset and cost model, ``formulations/cost_model.md``; P3) at an SRAM budget
+per core where the store-all schedule does not fit.  Four schedules:
 
 * **store-all**: every activation kept, list-scheduled with greedy layer allocation
   (the reference; it breaks the SRAM capacity, which the table says);
 * **Chen sqrt(n)**: every ``⌈√n⌉``-th saved activation kept as a checkpoint, the
   others recomputed, decoded by the list scheduler (same allocation);
 * **GA**: NSGA-II over keep/offload/recompute and core genes (``monet_ilp.ga.nsga2``);
-* **auto**: the default backend, on P3 the CP-SAT model (``formulations/p3_cpsat.md``),
-  warm-started with the best of the above.
+* **auto**: the default backend, on P3 the portfolio of ``formulations/p3_cpsat.md``
+  (the descent, the CP-SAT model, then its LNS, as the graph's size calls for),
+  warm-started with the GA's fastest point; the row names the members that ran.
 
-Every schedule goes through the evaluator.  Bounds: the best certified lower bound on
-latency (combinatorial and CP-SAT) and on energy (combinatorial), and each row's gap
-to them.  A Gantt chart of the auto schedule and the GA's Pareto front are saved.
+Every schedule goes through the evaluator.  Bounds, each with what it holds for: on
+latency and energy the closed-form bounds over every schedule, which grade every row;
+and ``auto``'s own bound, which holds within class P3.K3 only (unless ``auto`` says it
+holds for every schedule), shown for the ``auto`` row alone when its schedule lies in
+that class.  Every bound is checked against every feasible row it holds for (BD.C1 of
+``formulations/bounds.md``).  A Gantt chart of the auto schedule and the GA's Pareto
+front are saved.
 """
 
 from __future__ import annotations
@@ -35,9 +41,12 @@ from monet_ilp.heuristics.store_all import store_all_schedule
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.make import make_instance
 from monet_ilp.plot import gantt, pareto
-from monet_ilp.results import gap_of
+from monet_ilp.results import bound_error, gap_of
 from monet_ilp.schedule import Schedule, schedule_from_dict
 from monet_ilp.solve import solve
+
+#: How the demo's table names ``auto``'s members (``formulations/p3_cpsat.md``, P3A).
+_MEMBER_NAMES = {"descent": "descent", "cpsat": "CP-SAT", "lns": "LNS"}
 
 
 @dataclass(frozen=True)
@@ -48,9 +57,10 @@ class DemoRow:
     latency_cycles: int
     energy_pj: int
     peak_sram_bytes: int
-    latency_gap: float | None
-    energy_gap: float | None
+    latency_gap: float | None  # to the latency bound over every schedule
+    energy_gap: float | None  # to the energy bound over every schedule
     seconds: float
+    class_gap: float | None = None  # the auto row's latency gap to auto's bound over class K3
 
 
 def _chen_sqrt(instance: Instance, core_of_layer: dict[str, str]) -> Schedule:
@@ -94,29 +104,47 @@ def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float 
     schedules["GA (fastest point)"] = schedule_from_dict(fastest["schedule"])
     seconds["GA (fastest point)"] = time.perf_counter() - began
     began = time.perf_counter()
-    # The default backend: on P3, auto is the CP-SAT model (P1 gets the portfolio).
+    # The default backend: on P3 the portfolio (descent, CP-SAT, LNS by the graph's size).
     result = solve(inst, "auto", time_limit=time_limit, workers=workers, hint=schedules["GA (fastest point)"])
+    ran = [m for m in result.stats.get("members", {"cpsat": None}) if m != "floor"]
+    auto_label = f"auto: {', '.join(_MEMBER_NAMES.get(m, m) for m in ran)}"
     # A solve that found nothing better returns its hint: the row says so.
-    cpsat_label = ("auto (cpsat)" if not result.source.startswith("hint:")
-                   else "auto (cpsat; returned the GA's point, its hint)")
-    schedules[cpsat_label], seconds[cpsat_label] = result.schedule, time.perf_counter() - began
+    auto_label += (f" (best from {result.source})" if not result.source.startswith("hint:")
+                   else " (returned the GA's point, its hint)")
+    schedules[auto_label], seconds[auto_label] = result.schedule, time.perf_counter() - began
 
+    # Over every schedule: the closed forms (BD.B1-B6), and auto's bound when it says so.
+    bound_class = str(result.stats.get("bound_class") or "class P3.K3 (auto's CP-SAT model)")
+    every = bound_class.startswith("every schedule")
     latency_lb = max([b.value for b in combinatorial_bounds(inst) if b.value is not None]
-                     + ([result.bound] if result.bound is not None else []))
+                     + ([result.bound] if every and result.bound is not None else []))
     energy_lb = max(b.value for b in combinatorial_bounds(energy_inst) if b.value is not None)
+    # Within class K3: auto's bound, for auto's own schedule when it is a model solution.
+    in_class = not every and result.source in ("cpsat", "lns")
+    class_lb = result.bound if in_class else None
     rows = []
+    errors = []
     for name, sched in schedules.items():
         if sched is None:
             continue
         m = evaluate(inst, sched)
         peak = max(m.peak_bytes[c.memory] for c in inst.cores)
+        checks = [(latency_lb, m.latency_cycles, "latency (every schedule)"),
+                  (energy_lb, m.energy.total_pj, "energy (every schedule)")]
+        if name == auto_label and class_lb is not None:
+            checks.append((class_lb, m.latency_cycles, f"latency ({bound_class})"))
+        for bound, value, what in checks if m.feasible else []:
+            wrong = bound_error(value, bound, what, what)
+            if wrong is not None:
+                errors.append(f"{name}: {wrong}")
         rows.append(DemoRow(name, m.feasible, dict(m.violation_counts), m.latency_cycles, m.energy.total_pj, peak,
                             gap_of(m.latency_cycles, latency_lb) if m.feasible else None,
                             gap_of(m.energy.total_pj, energy_lb) if m.feasible else None,
-                            seconds[name]))
+                            seconds[name],
+                            gap_of(m.latency_cycles, class_lb) if m.feasible and name == auto_label else None))
     files = {"gantt": out / "gantt_auto.png", "pareto": out / "pareto_ga.png"}
     if result.schedule is not None:
-        gantt(inst, result.schedule, files["gantt"], title=f"auto (cpsat) on {inst.name} ({result.status})")
+        gantt(inst, result.schedule, files["gantt"], title=f"auto on {inst.name} ({result.status})")
     front_points: list[dict[str, Any]] = [
         {"latency_cycles": p["latency_cycles"], "energy_pj": p["energy_pj"], "energy_bound_pj": energy_lb,
          "latency_bound_cycles": latency_lb, "status": "feasible", "schedule": None} for p in points]
@@ -128,7 +156,8 @@ def demo_rows(*, sram_bytes: int = 3 * 2**20, batch: int = 1, time_limit: float 
                                      "schedule": None})
     pareto(front_file, files["pareto"])
     info = {"instance": inst.name, "sram_bytes": sram_bytes, "latency_bound": latency_lb,
-            "energy_bound": energy_lb, "solve_status": str(result.status), "files": files,
+            "energy_bound": energy_lb, "class_bound": class_lb, "class": bound_class, "auto": auto_label,
+            "solve_status": str(result.status), "errors": errors, "files": files,
             "ga_evaluations": front["evaluations"], "ga_rate": front.get("evaluations_per_second")}
     return rows, info
 
