@@ -71,6 +71,9 @@ class Result:
     ``source`` names what produced the schedule (``cpsat``, ``milp``,
     ``hint:memory_aware``, ``heuristic:greedy``, ...; empty without a schedule); the
     schedule's ``meta`` carries it too, with the fingerprint of the instance it solves.
+    ``bound_holds_for`` names the class of schedules ``bound`` holds for: the backend's
+    ``stats["bound_class"]`` when it names one, else the class its registry row is exact
+    over; ``solve`` has checked the bound against the schedule (BD.C1).
     """
 
     backend: str
@@ -84,6 +87,7 @@ class Result:
     message: str = ""
     stats: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
+    bound_holds_for: str = ""  # the class of schedules ``bound`` holds for (BD.C1)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stats", MappingProxyType(dict(self.stats)))
@@ -95,6 +99,7 @@ class Result:
             "source": self.source,
             "objective": self.objective,
             "bound": self.bound,
+            "bound_holds_for": self.bound_holds_for,
             "gap": self.gap,
             "wall_time_s": round(self.wall_time_s, 4),
             "feasible": None if self.metrics is None else self.metrics.feasible,

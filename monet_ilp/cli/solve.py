@@ -11,11 +11,8 @@ from typing import Any
 import click
 from rich.table import Table
 
-from monet_ilp.analysis.bounds import lower_bounds
-from monet_ilp.analysis.grade import grade, load_points
 from monet_ilp.analysis.pareto import pareto_front
 from monet_ilp.cli.instance import budget_notes
-from monet_ilp.cli.plan import run_plan
 from monet_ilp.cli.render import (
     POSITIVE,
     SECONDS,
@@ -31,12 +28,9 @@ from monet_ilp.evaluate import evaluate
 from monet_ilp.graph.ir import read_json
 from monet_ilp.graph.load import FILE, load_graph
 from monet_ilp.heuristics import store_all
-from monet_ilp.heuristics.evict import min_budget_estimate
 from monet_ilp.instance import FORMAT_NAME as INSTANCE_FORMAT
 from monet_ilp.instance import Instance, Objective
 from monet_ilp.make import make_instance, parse_budget, with_weighted_references
-from monet_ilp.problems.p1.cpsat import min_budget
-from monet_ilp.problems.p1.lns import lowest_peak
 from monet_ilp.problems.p4.instance import P4_FORMAT, P4Instance, p4_instance_from_dict
 from monet_ilp.schedule import save_schedule
 from monet_ilp.solve import Status, load_hint, solve
@@ -104,6 +98,8 @@ def solve_cmd(path: str, backend: str, time_limit: float, workers: int, budget: 
     """
     p4 = p4_instance_of(path)
     if p4 is not None:  # P4: the plan search, and the plan evaluator's verdict
+        from monet_ilp.cli.plan import run_plan  # P4's search loads the MILP solvers: only for a P4 file
+
         run_plan(p4, time_limit=time_limit, json_out=json_out, plot_out=None)
         return
     inst = instance_from(path, budget)
@@ -148,6 +144,8 @@ def solve_cmd(path: str, backend: str, time_limit: float, workers: int, budget: 
         table.add_row("recomputations / transfers / pins",
                       f"{m.recomputations} / {m.transfers} / {len(m.schedule.pinned)}")
     show(table)
+    if result.bound is not None:
+        console.print(f"the bound holds for {result.bound_holds_for}", markup=False, highlight=False)
     if result.message:
         console.print(result.message, markup=False, highlight=False)
     if out and result.schedule is not None:
@@ -173,6 +171,10 @@ def min_budget_cmd(path: str, time_limit: float, workers: int) -> None:
     limit, at least 2 s, after such a proof).  The message says which schedules the
     answer is proven for.
     """
+    from monet_ilp.heuristics.evict import min_budget_estimate  # numpy: loaded once the file has been read
+    from monet_ilp.problems.p1.cpsat import min_budget  # OR-Tools (heavy): loaded once the file has been read
+    from monet_ilp.problems.p1.lns import lowest_peak  # OR-Tools, as above
+
     inst = instance_from(path, None)
     began = time.perf_counter()
 
@@ -264,6 +266,8 @@ def pareto_cmd(path: str, points: int, backend: str, time_limit: float, workers:
 def bound_cmd(path: str, objective: str | None, runtime_limit: int | None, time_limit: float, workers: int,
               no_solver: bool, json_out: str | None) -> None:
     """The best certified lower bound on the objective, and where each bound comes from."""
+    from monet_ilp.analysis.bounds import lower_bounds  # every solver library: loaded only to bound
+
     inst = instance_from(path, None)
     if objective is not None:
         inst = dataclasses.replace(inst, objective=Objective(objective))
@@ -319,6 +323,8 @@ def _percent(x: float | None) -> str:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the grades as JSON here.")
 def grade_cmd(path: str, instance_path: str, time_limit: float, workers: int, json_out: str | None) -> None:
     """Grade a GA result, outside decisions or a schedule against certified lower bounds."""
+    from monet_ilp.analysis.grade import grade, load_points  # every solver library: loaded only to grade
+
     inst = instance_from(instance_path, None)
     points = load_points(path, inst)
     with progress_bar("grading", len(points) + 1) as progress:
