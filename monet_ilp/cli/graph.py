@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import click
 import onnx
 from rich.table import Table
 
-from monet_ilp.cli.render import POSITIVE, err_console, show, working
+from monet_ilp.cli.render import POSITIVE, err_console, import_options, show, working
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import summarize, zoo
 from monet_ilp.graph.load import load_graph
@@ -22,29 +21,11 @@ from monet_ilp.units import human_bytes, human_count
 if TYPE_CHECKING:
     from monet_ilp.graph import GraphSummary, TrainingGraph
 
-__all__ = ["DTYPE", "GRANULARITY", "OPTIMIZER", "graph", "import_options", "print_summary"]
-
-GRANULARITY = click.Choice(["layer", "op"])
-OPTIMIZER = click.Choice(["sgd", "momentum", "adam"])
-DTYPE = click.Choice(["fp32", "bf16", "fp16", "int8"])
-
-F = TypeVar("F", bound=Callable[..., Any])
-
+__all__ = ["graph", "print_summary"]
 
 @click.group()
 def graph() -> None:
     """Build, import, inspect and export training graphs."""
-
-
-def import_options(f: F) -> F:
-    """``--optimizer``, ``--granularity`` and ``--dtype``: how a model becomes a training graph."""
-    f = click.option("--optimizer", type=OPTIMIZER, default="sgd", show_default=True,
-                     help="Optimizer whose update ops and state tensors the graph gets.")(f)
-    f = click.option("--granularity", type=GRANULARITY, default="layer", show_default=True,
-                     help="layer: each conv/matmul absorbs its elementwise tail; op: one node per ONNX op.")(f)
-    f = click.option("--dtype", type=DTYPE, default=None,
-                     help="Element type of every float tensor (default: the model's).")(f)
-    return f
 
 
 def _save_graph(g: TrainingGraph, out: str | None) -> None:

@@ -7,11 +7,9 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
-from monet_ilp.cli.graph import import_options
 from monet_ilp.cli.hardware import load_hw
-from monet_ilp.cli.render import POSITIVE, err_console, show, working
+from monet_ilp.cli.render import POSITIVE, err_console, import_options, show, working
 from monet_ilp.errors import MonetError
-from monet_ilp.graph import zoo
 from monet_ilp.graph.load import FILE, load_graph
 from monet_ilp.hardware.schema import parse_size
 from monet_ilp.instance import Problem
@@ -125,6 +123,8 @@ def graph_from(model: str | None, params: tuple[str, ...], graph_path: str | Non
         raise MonetError("give exactly one of --model and --graph", field="--model/--graph",
                          fix="e.g. --model resnet18, or --graph g.json")
     if model:
+        from monet_ilp.graph import zoo  # onnx takes a second to import: only for --model
+
         with working(f"building {model}"):
             return load_graph("zoo", model, optimizer=optimizer, granularity=granularity, dtype=dtype,
                               **zoo.parse_params(list(params)))

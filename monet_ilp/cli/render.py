@@ -13,7 +13,7 @@ import math
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from rich.console import Console
@@ -23,8 +23,8 @@ from rich.table import Table
 
 from monet_ilp import progress
 
-__all__ = ["PIPE_WIDTH", "POSITIVE", "SECONDS", "console", "err_console", "exit_unless", "progress_bar",
-           "show", "working"]
+__all__ = ["DTYPE", "GRANULARITY", "OPTIMIZER", "PIPE_WIDTH", "POSITIVE", "SECONDS", "console", "err_console",
+           "exit_unless", "import_options", "progress_bar", "show", "working"]
 
 #: Columns of output written to a file or a pipe, where no terminal sets them.
 PIPE_WIDTH = 200
@@ -48,6 +48,23 @@ class _Seconds(click.FloatRange):
 #: Option types: a positive number of seconds, a positive count (threads, points, ...).
 SECONDS = _Seconds(min=0, min_open=True, max=1e9)
 POSITIVE = click.IntRange(min=1)
+#: How a model becomes a training graph (:func:`import_options`).
+GRANULARITY = click.Choice(["layer", "op"])
+OPTIMIZER = click.Choice(["sgd", "momentum", "adam"])
+DTYPE = click.Choice(["fp32", "bf16", "fp16", "int8"])
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def import_options(f: F) -> F:
+    """``--optimizer``, ``--granularity`` and ``--dtype``: how a model becomes a training graph."""
+    f = click.option("--optimizer", type=OPTIMIZER, default="sgd", show_default=True,
+                     help="Optimizer whose update ops and state tensors the graph gets.")(f)
+    f = click.option("--granularity", type=GRANULARITY, default="layer", show_default=True,
+                     help="layer: each conv/matmul absorbs its elementwise tail; op: one node per ONNX op.")(f)
+    f = click.option("--dtype", type=DTYPE, default=None,
+                     help="Element type of every float tensor (default: the model's).")(f)
+    return f
 
 
 def exit_unless(ok: bool) -> None:

@@ -98,7 +98,7 @@ def solve_cmd(path: str, backend: str, time_limit: float, workers: int, budget: 
     """
     p4 = p4_instance_of(path)
     if p4 is not None:  # P4: the plan search, and the plan evaluator's verdict
-        from monet_ilp.cli.plan import run_plan  # P4's search loads the MILP solvers: only for a P4 file
+        from monet_ilp.cli.plan import run_plan  # P4's search loads the MILP solvers
 
         run_plan(p4, time_limit=time_limit, json_out=json_out, plot_out=None)
         return
@@ -171,9 +171,9 @@ def min_budget_cmd(path: str, time_limit: float, workers: int) -> None:
     limit, at least 2 s, after such a proof).  The message says which schedules the
     answer is proven for.
     """
-    from monet_ilp.heuristics.evict import min_budget_estimate  # numpy: loaded once the file has been read
-    from monet_ilp.problems.p1.cpsat import min_budget  # OR-Tools (heavy): loaded once the file has been read
-    from monet_ilp.problems.p1.lns import lowest_peak  # OR-Tools, as above
+    from monet_ilp.heuristics.evict import min_budget_estimate  # numpy: only here
+    from monet_ilp.problems.p1.cpsat import min_budget  # OR-Tools is heavy: only here
+    from monet_ilp.problems.p1.lns import lowest_peak  # OR-Tools is heavy: only here
 
     inst = instance_from(path, None)
     began = time.perf_counter()
@@ -266,7 +266,7 @@ def pareto_cmd(path: str, points: int, backend: str, time_limit: float, workers:
 def bound_cmd(path: str, objective: str | None, runtime_limit: int | None, time_limit: float, workers: int,
               no_solver: bool, json_out: str | None) -> None:
     """The best certified lower bound on the objective, and where each bound comes from."""
-    from monet_ilp.analysis.bounds import lower_bounds  # every solver library: loaded only to bound
+    from monet_ilp.analysis.bounds import lower_bounds  # loads every solver library
 
     inst = instance_from(path, None)
     if objective is not None:
@@ -323,7 +323,7 @@ def _percent(x: float | None) -> str:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the grades as JSON here.")
 def grade_cmd(path: str, instance_path: str, time_limit: float, workers: int, json_out: str | None) -> None:
     """Grade a GA result, outside decisions or a schedule against certified lower bounds."""
-    from monet_ilp.analysis.grade import grade, load_points  # every solver library: loaded only to grade
+    from monet_ilp.analysis.grade import grade, load_points  # loads every solver library
 
     inst = instance_from(instance_path, None)
     points = load_points(path, inst)

@@ -25,8 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pulp.apis import coin_api
-
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.engines.export import write_model
 from monet_ilp.engines.milp import SolverRun, SparseMilp, trivial_run
@@ -49,6 +47,8 @@ def cbc_path() -> str:
     found = shutil.which("cbc")
     if found:
         return found
+    from pulp.apis import coin_api  # PuLP takes 0.2 s to import: only to find the binary it bundles
+
     # A class attribute: reading it constructs nothing, so PuLP 3 does not warn.
     bundled = getattr(getattr(coin_api, "PULP_CBC_CMD", None), "pulp_cbc_path", None)
     if bundled and os.access(bundled, os.X_OK):

@@ -7,12 +7,11 @@ and instance building takes its default budget from :func:`store_all_peak`.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from monet_ilp.graph.ir import OpKind, Tensor, TensorKind, TrainingGraph
 
@@ -51,7 +50,7 @@ def store_all_peak(graph: TrainingGraph, order: Sequence[str] | None = None) -> 
     ops = list(order) if order is not None else [op.id for op in graph.ops]
     position = {op: i for i, op in enumerate(ops)}
     n = len(ops)
-    delta = np.zeros(n + 1, dtype=np.int64)
+    delta = [0] * (n + 1)
     persistent = 0
     value_end: dict[str, int] = {}  # producer -> the last reader of any of its outputs
     for t in graph.tensors:
@@ -68,15 +67,15 @@ def store_all_peak(graph: TrainingGraph, order: Sequence[str] | None = None) -> 
                else max([start] + [position[c] for c in t.consumers]))
         delta[start] += t.bytes
         delta[end + 1] -= t.bytes
-    profile = np.cumsum(delta[:n])
-    peak_at = int(np.argmax(profile)) if n else 0
-    activation_peak = int(profile[peak_at]) if n else 0
+    profile = list(itertools.accumulate(delta[:n]))
+    peak_at = max(range(n), key=profile.__getitem__) if n else 0  # the first op at the peak
+    activation_peak = profile[peak_at] if n else 0
     return MemoryPeak(
         total_bytes=activation_peak + persistent,
         activation_bytes=activation_peak,
         persistent_bytes=persistent,
         at_op=ops[peak_at] if n else "",
-        profile_bytes=tuple(int(x) for x in profile),
+        profile_bytes=tuple(profile),
     )
 
 

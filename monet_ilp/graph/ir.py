@@ -14,11 +14,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import GraphError, InputFormatError
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 FORMAT_NAME = "monet-ilp/training-graph"
 FORMAT_VERSION = 1
@@ -272,6 +273,8 @@ class TrainingGraph:
         Node attributes copy the op's fields; edge attributes are ``tensors`` (ids)
         and ``bytes`` (their total size).
         """
+        import networkx as nx  # networkx takes 0.1 s to import: only when a graph is checked or converted
+
         g: nx.DiGraph[str] = nx.DiGraph(name=self.name)
         for op in self.ops:
             g.add_node(
@@ -380,6 +383,8 @@ def _check_unique(items: Sequence[Op | Tensor], what: str) -> None:
 
 
 def _topological(ops: list[Op], producer: Mapping[str, str]) -> list[Op]:
+    import networkx as nx  # networkx takes 0.1 s to import: only when a graph is checked or converted
+
     g: nx.DiGraph[str] = nx.DiGraph()
     position = {op.id: i for i, op in enumerate(ops)}
     g.add_nodes_from(position)
@@ -394,6 +399,8 @@ def _topological(ops: list[Op], producer: Mapping[str, str]) -> list[Op]:
 
 
 def _raise_on_cycle(g: nx.DiGraph[str]) -> None:
+    import networkx as nx  # networkx takes 0.1 s to import: only when a graph is checked or converted
+
     try:
         cycle = nx.find_cycle(g)
     except nx.NetworkXNoCycle:
@@ -470,6 +477,8 @@ def _validate(graph: TrainingGraph, ops: Mapping[str, Op], tensors: Mapping[str,
         for t in op.inputs:
             producer = tensors[t].producer
             if producer is not None and producer not in seen:
+                import networkx as nx  # networkx takes 0.1 s to import: only when a graph is checked or converted
+
                 g: nx.DiGraph[str] = nx.DiGraph()
                 for o in graph.ops:
                     for i in o.inputs:
@@ -496,6 +505,8 @@ def _validate(graph: TrainingGraph, ops: Mapping[str, Op], tensors: Mapping[str,
 
 def _check_reaches_loss(graph: TrainingGraph) -> None:
     """In a training graph every forward op must contribute to the loss."""
+    import networkx as nx  # networkx takes 0.1 s to import: only when a graph is checked or converted
+
     g = graph.to_networkx()
     loss_ops = [op.id for op in graph.ops if op.kind is OpKind.LOSS]
     feeding = set(loss_ops)

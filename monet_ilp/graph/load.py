@@ -25,11 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from monet_ilp.errors import MonetError
-from monet_ilp.graph import zoo
 from monet_ilp.graph.chain import chain_graph
 from monet_ilp.graph.ir import FORMAT_NAME, TrainingGraph, read_json
 from monet_ilp.graph.node_link import from_node_link
-from monet_ilp.graph.onnx_import import from_onnx
 from monet_ilp.graph.random_dag import random_layered, random_layered_literature
 
 __all__ = ["FILE", "GENERATED", "KINDS", "builder", "load_graph"]
@@ -43,8 +41,7 @@ GENERATED = {"chain": "length", "random": "n", "random_literature": "n"}
 FILE = "file"
 
 _BUILDERS: dict[str, Callable[..., TrainingGraph]] = {
-    "zoo": zoo.build, "chain": chain_graph, "random": random_layered,
-    "random_literature": random_layered_literature, "onnx": from_onnx,
+    "chain": chain_graph, "random": random_layered, "random_literature": random_layered_literature,
     "node_link": from_node_link, "graph": TrainingGraph.load,
 }
 #: Parameters given as pairs (JSON and YAML have lists, not tuples).
@@ -54,6 +51,11 @@ _PAIRS = {"chain": ("costs", "sizes"), "random": ("width", "duration", "size"),
 
 def builder(kind: str) -> Callable[..., TrainingGraph]:
     """The function that builds a graph of ``kind``: the parameters it takes are its keywords."""
+    if kind in ("zoo", "onnx"):
+        from monet_ilp.graph import zoo  # onnx takes a second to import: only for these kinds
+        from monet_ilp.graph.onnx_import import from_onnx  # onnx, as above
+
+        return zoo.build if kind == "zoo" else from_onnx
     try:
         return _BUILDERS[kind]
     except KeyError:
@@ -84,7 +86,7 @@ def load_graph(kind: str, source: str | Path | None = None, **params: Any) -> Tr
     if kind == FILE:
         path = str(source)
         if Path(path).suffix.lower() == ".onnx":
-            return from_onnx(path, **params)
+            return builder("onnx")(path, **params)
         data = read_json(path)
         if isinstance(data, dict) and data.get("format") == FORMAT_NAME:
             return TrainingGraph.from_dict(data, source=path)

@@ -65,13 +65,15 @@ import re
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
 import yaml
 
 from monet_ilp.errors import MonetError
 from monet_ilp.hardware.model import Core, Hardware, Link, Memory, MemoryKind
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 __all__ = [
     "HardwareError",
@@ -750,6 +752,8 @@ class _Checker:
         )
 
     def reachability(self, cores: list[tuple[int, Core]], hosts: list[Memory], links: list[Link]) -> None:
+        import networkx as nx  # networkx takes 0.1 s to import: only when a description is checked
+
         connected: nx.Graph[str] = nx.Graph()
         connected.add_nodes_from(["dram", *(core.sram for _, core in cores), *(h.id for h in hosts)])
         for link in links:
