@@ -23,7 +23,6 @@ from rich.progress import (
 from rich.table import Table
 
 from monet_ilp.batch.manifest import load_manifest
-from monet_ilp.batch.plots import plot_results
 from monet_ilp.batch.results import latest_records, read_records
 from monet_ilp.batch.runner import Observer, parse_scheduler, run_batch
 from monet_ilp.batch.summary import TIME_SHIFT_S, summarize_records, write_csv
@@ -211,6 +210,8 @@ def batch_summary(results: str, csv_path: str | None) -> None:
 def batch_plot(results: str, out_dir: str | None, max_pareto: int) -> None:
     """Time-to-solve curves per backend, a gap histogram, per-instance Pareto fronts, and per-model
     design-space scatters (energy against latency per hardware point) (PNG)."""
+    from monet_ilp.batch.plots import plot_results  # matplotlib is heavy: loaded only to plot
+
     path = _results_file(results)
     records = list(latest_records(read_records(path).records).values())
     out_dir = out_dir or str(path.parent / "plots")

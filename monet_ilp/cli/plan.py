@@ -19,7 +19,6 @@ from monet_ilp.cli.render import POSITIVE, SECONDS, console, err_console, exit_u
 from monet_ilp.errors import MonetError
 from monet_ilp.hardware.cluster import CLUSTERS, load_cluster
 from monet_ilp.hardware.presets import parse_set
-from monet_ilp.plot.pipeline import pipeline
 from monet_ilp.problems.p4.instance import P4Instance, p4_instance_from_dict
 from monet_ilp.problems.p4.memory import RECOMPUTE, closed_form, layer_activations
 from monet_ilp.problems.p4.model import MODELS
@@ -181,6 +180,8 @@ def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, p
         Path(json_out).write_text(json.dumps(result.to_dict()) + "\n")
         err_console.print(f"wrote {json_out}")
     if plot_out:
+        from monet_ilp.plot.pipeline import pipeline  # matplotlib is heavy: loaded only for --plot
+
         pipeline(m, out=plot_out)
         err_console.print(f"wrote {plot_out}")
     exit_unless(m.feasible)

@@ -171,11 +171,12 @@ def min_budget_cmd(path: str, time_limit: float, workers: int) -> None:
     limit, at least 2 s, after such a proof).  The message says which schedules the
     answer is proven for.
     """
+    inst = instance_from(path, None)
+    # The solvers load once the instance has been read (a bad file is reported at once).
     from monet_ilp.heuristics.evict import min_budget_estimate  # numpy: only here
     from monet_ilp.problems.p1.cpsat import min_budget  # OR-Tools is heavy: only here
     from monet_ilp.problems.p1.lns import lowest_peak  # OR-Tools is heavy: only here
 
-    inst = instance_from(path, None)
     began = time.perf_counter()
 
     def left() -> float:
@@ -266,9 +267,9 @@ def pareto_cmd(path: str, points: int, backend: str, time_limit: float, workers:
 def bound_cmd(path: str, objective: str | None, runtime_limit: int | None, time_limit: float, workers: int,
               no_solver: bool, json_out: str | None) -> None:
     """The best certified lower bound on the objective, and where each bound comes from."""
-    from monet_ilp.analysis.bounds import lower_bounds  # loads every solver library
-
     inst = instance_from(path, None)
+    from monet_ilp.analysis.bounds import lower_bounds  # every solver library: after the file
+
     if objective is not None:
         inst = dataclasses.replace(inst, objective=Objective(objective))
         if inst.objective is Objective.WEIGHTED and "latency_ref_cycles" not in inst.meta:
@@ -323,9 +324,9 @@ def _percent(x: float | None) -> str:
 @click.option("--json", "json_out", type=click.Path(dir_okay=False), help="Write the grades as JSON here.")
 def grade_cmd(path: str, instance_path: str, time_limit: float, workers: int, json_out: str | None) -> None:
     """Grade a GA result, outside decisions or a schedule against certified lower bounds."""
-    from monet_ilp.analysis.grade import grade, load_points  # loads every solver library
-
     inst = instance_from(instance_path, None)
+    from monet_ilp.analysis.grade import grade, load_points  # every solver library: after the file
+
     points = load_points(path, inst)
     with progress_bar("grading", len(points) + 1) as progress:
         report = grade(inst, points, time_limit=time_limit, workers=workers, progress=progress)
