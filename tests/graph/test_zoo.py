@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import math
-import time
 
 import numpy as np
 import onnx
@@ -220,10 +219,9 @@ def test_parameter_count_vgg16():
     assert _trainable(zoo.vgg16_onnx()) == 138_357_544
 
 
-def test_parameter_count_gpt2_small_and_build_time():
-    t0 = time.perf_counter()
+def test_parameter_count_gpt2_small():
+    # Its build time is scripts/bench_graphs.py's (onnx_build_s), not an assertion here.
     m = zoo.gpt2_onnx(preset="small")
-    elapsed = time.perf_counter() - t0
     V, T, d, L = 50257, 1024, 768, 12
     block = (
         2 * d  # ln_1
@@ -243,7 +241,6 @@ def test_parameter_count_gpt2_small_and_build_time():
     assert expected == 124_439_808 + V * d == 163_037_184
     assert _trainable(m) == expected
     assert m.graph.name == "gpt2_small"
-    assert elapsed < 10, f"building gpt2 small took {elapsed:.1f} s"
 
 
 @pytest.mark.slow
