@@ -15,7 +15,7 @@ from monet_ilp.make import p1_instance
 from monet_ilp.problems.p1.anneal import _measure, anneal
 from monet_ilp.problems.p1.data import p1_data
 from monet_ilp.problems.p1.interval import canonical_plan, plan_of_sequence, sequence_of_plan
-from monet_ilp.problems.p1.lns import solve_lns
+from monet_ilp.problems.p1.lns import ANNEAL_SHARE, solve_lns
 from monet_ilp.solve import Status, solve
 from tests.conftest import verified
 
@@ -77,20 +77,35 @@ def test_a_start_over_the_budget_comes_back_when_no_plan_within_it_is_found(star
 
 
 def test_the_lns_anneals_first_with_a_number_of_moves(medium):
-    result = solve(medium, "lns", time_limit=60, workers=1, steps=2, anneal=20_000, seed=1)
+    # No time limit: moves, steps and each step's deterministic time fix the run.
+    result = solve(medium, "lns", time_limit=None, workers=1, steps=2, anneal=20_000, seed=1)
     verified(medium, result)
     annealed = result.stats["anneal"]
     assert annealed["moves"] == 20_000
     assert annealed["to"] <= annealed["from"] == result.stats["start"]["cost"]
     assert result.objective <= annealed["to"]
-    again = solve(medium, "lns", time_limit=60, workers=1, steps=2, anneal=20_000, seed=1)
+    again = solve(medium, "lns", time_limit=None, workers=1, steps=2, anneal=20_000, seed=1)
     assert again.objective == result.objective and again.schedule.steps == result.schedule.steps
 
 
-def test_the_lns_anneals_for_a_share_of_its_time_only_without_steps(medium):
-    timed = solve_lns(medium, time_limit=6, workers=1, seed=0)
+def test_the_lns_anneals_for_a_share_of_its_time_only_without_steps(medium, monkeypatch):
+    """P1I.L7: under a time limit and without steps, the annealing gets ANNEAL_SHARE of the
+    time left after the start (its deadline's seconds, read as it starts: no wall time)."""
+    given = []
+
+    def annealing(data, plan, *, deadline, **options):
+        given.append((deadline.at - deadline.started, whole.left()))
+        return anneal(data, plan, deadline=deadline, **options)
+
+    monkeypatch.setattr("monet_ilp.problems.p1.lns.anneal_plan", annealing)
+    whole = Deadline(6)
+    timed = solve_lns(medium, _deadline=whole, workers=1, seed=0)
     assert timed.status in (Status.FEASIBLE, Status.OPTIMAL)
-    assert 0 < timed.stats["anneal"]["seconds"] < 6
+    ((seconds, left),) = given
+    assert ANNEAL_SHARE * (left - whole.wrap_up) <= seconds <= ANNEAL_SHARE * (6 - whole.wrap_up)
+    annealed = timed.stats["anneal"]
+    assert annealed["to"] <= annealed["from"] and timed.objective <= annealed["to"]
+    monkeypatch.undo()
     assert "anneal" not in solve_lns(medium, time_limit=6, workers=1, steps=1, seed=0).stats
     assert "anneal" not in solve_lns(medium, time_limit=6, workers=1, anneal=0, steps=1, seed=0).stats
 
