@@ -4,9 +4,9 @@ first proof stops the rest, every bound says what it holds for."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
+from ortools.sat.python import cp_model
 
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.evaluate import evaluate
@@ -15,7 +15,6 @@ from monet_ilp.hardware.presets import preset
 from monet_ilp.heuristics.checkpointing import chen_greedy_sequence
 from monet_ilp.make import make_instance, p1_instance
 from monet_ilp.problems.p1.auto import (
-    CPSAT_STAGGER,
     LARGE_CELLS,
     SMALL_CELLS,
     members_for,
@@ -36,12 +35,12 @@ def random_small():
 
 
 def test_auto_is_the_default_and_proves_the_optimum_cpsat_and_milp_prove(p1_small):
-    auto = solve(p1_small, time_limit=60, workers=2)
+    auto = solve(p1_small, time_limit=None, workers=2)
     assert auto.backend == "auto"
     verified(p1_small, auto)
     assert auto.status is Status.OPTIMAL
     for backend in ("cpsat", "milp"):
-        alone = solve(p1_small, backend, time_limit=60, workers=2)
+        alone = solve(p1_small, backend, time_limit=None, workers=2)
         assert alone.status is Status.OPTIMAL and alone.objective == auto.objective
     assert "stage form" in auto.stats["bound_class"]
     assert auto.stats["bound_all"] <= auto.objective
@@ -49,10 +48,10 @@ def test_auto_is_the_default_and_proves_the_optimum_cpsat_and_milp_prove(p1_smal
 
 
 def test_a_random_dag_gets_the_members_optimum_and_the_first_proof_stops_the_other(random_small):
-    auto = solve(random_small, "auto", time_limit=60, workers=2)
+    auto = solve(random_small, "auto", time_limit=None, workers=2)
     # cpsat alone proves this one in about a second, the milp in about 25 s; both search
     # the stage form (test_cpsat and test_milp check that they agree).
-    alone = solve(random_small, "cpsat", time_limit=60, workers=2)
+    alone = solve(random_small, "cpsat", time_limit=None, workers=2)
     verified(random_small, auto)
     assert alone.status is Status.OPTIMAL and auto.status is Status.OPTIMAL
     assert auto.objective == alone.objective
@@ -82,7 +81,7 @@ def test_members_are_chosen_by_the_size_of_the_stage_model(random_small):
 
 
 def test_one_member_named_is_that_member(p1_small):
-    only = solve_auto(p1_small, time_limit=60, members=("milp",))
+    only = solve_auto(p1_small, time_limit=None, members=("milp",))
     assert set(only.stats["members"]) == {"milp"}
     assert only.status is Status.OPTIMAL
 
@@ -103,7 +102,7 @@ def test_bd_b8_proves_infeasibility_before_any_model_and_names_the_least_budget(
     assert solve(tight, "milp", time_limit=30).status is Status.INFEASIBLE
     need = int(result.message.rsplit("budget is ", 1)[1].split()[0])
     fits = make_instance(zoo.mlp(depth=4), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1", budget=need)
-    assert solve(fits, "auto", time_limit=30).status is Status.OPTIMAL
+    assert solve(fits, "auto", time_limit=None).status is Status.OPTIMAL
 
 
 def test_a_large_graph_below_what_one_op_needs_is_infeasible_at_once():
@@ -126,13 +125,29 @@ def test_a_short_limit_on_a_larger_dag_still_returns_a_verified_schedule_and_a_b
     assert result.stats["incumbent"] is not None  # the heuristics gave every member a start
 
 
-def test_cancelling_a_deadline_stops_a_running_cpsat_solve():
-    inst = p1_instance(random_layered(150, seed=0), 0.8)
+def test_cancelling_a_deadline_stops_a_running_cpsat_solve(monkeypatch):
+    """Cancelling tells the running CP-SAT search to stop (its ``stop_search``), which
+    returns what it has, long before its 300 s limit.  The cancel comes a second into the
+    search (not a second after the call: the model's build may take longer than that on a
+    loaded machine), and how soon the search returns after it is not asserted.  The random
+    DAG n = 60 at 0.8 builds in a second or two and is not solved in 15 s."""
+    inst = p1_instance(random_layered(60, seed=0), 0.8)
     deadline = Deadline(300)
-    threading.Timer(3.0, deadline.cancel).start()
-    began = time.perf_counter()
+    stops = []
+    solve, stop_search = cp_model.CpSolver.solve, cp_model.CpSolver.stop_search
+
+    def searching(solver, *args, **kwargs):
+        threading.Timer(1.0, deadline.cancel).start()
+        return solve(solver, *args, **kwargs)
+
+    def stopping(solver):
+        stops.append(solver)
+        stop_search(solver)
+
+    monkeypatch.setattr(cp_model.CpSolver, "solve", searching)
+    monkeypatch.setattr(cp_model.CpSolver, "stop_search", stopping)
     result = solve_cpsat(inst, _deadline=deadline, workers=1)
-    assert time.perf_counter() - began < 150  # stopped by the cancel, far from its limit
+    assert deadline.cancelled and stops
     assert result.status is not Status.OPTIMAL or result.bound == result.objective
 
 
@@ -141,8 +156,8 @@ def test_the_heuristic_starts_are_node_level_so_the_stage_optimum_is_p1s():
     beats the node-level optimum the stage models prove, and auto proves that optimum."""
     inst = make_instance(zoo.build("mlp"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
                          budget=0.9)
-    auto = solve(inst, "auto", time_limit=60)
-    milp = solve(inst, "milp", time_limit=60)
+    auto = solve(inst, "auto", time_limit=None)
+    milp = solve(inst, "milp", time_limit=None)
     verified(inst, auto)
     assert milp.status is Status.OPTIMAL
     assert auto.status is Status.OPTIMAL and auto.objective == milp.objective
@@ -157,10 +172,10 @@ def test_a_hint_below_the_node_level_bound_claims_only_every_op_once():
     computations = [s.op for s in greedy.steps if isinstance(s, Compute)]
     hint = freed_tensor_by_tensor(inst.graph, computations)
     metrics = evaluate(inst, hint)
-    milp = solve(inst, "milp", time_limit=60)
+    milp = solve(inst, "milp", time_limit=None)
     if not metrics.feasible or metrics.objective_value >= milp.objective:
         pytest.skip("the greedy plan freed tensor by tensor does not beat the node-level optimum")
-    auto = solve(inst, "auto", time_limit=60, hint=hint)
+    auto = solve(inst, "auto", time_limit=None, hint=hint)
     verified(inst, auto)
     every_op_once = sum(inst.cost(op.id, inst.cores[0].id).cycles for op in inst.graph.ops)
     assert auto.objective == metrics.objective_value < milp.objective
@@ -173,7 +188,7 @@ def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(p1_
     the union's weaker bound (lns proves nothing) is kept aside (PF.B1)."""
     result = solve_auto(p1_small, time_limit=60, members=("milp", "lns"), all_bound=False)
     verified(p1_small, result)
-    milp = solve(p1_small, "milp", time_limit=60)
+    milp = solve(p1_small, "milp", time_limit=None)
     assert milp.status is Status.OPTIMAL
     if result.objective == milp.objective:
         assert result.status is Status.OPTIMAL and "stage form" in result.stats["bound_class"]
@@ -181,17 +196,19 @@ def test_a_member_proving_its_class_makes_the_result_optimal_over_that_class(p1_
         assert result.objective < milp.objective
 
 
-def test_cpsat_starts_late_beside_milp_and_not_at_all_after_a_quick_proof():
-    """PF.S3's stagger: on the mlp at 0.9 the milp proves the optimum well within
-    CPSAT_STAGGER, so cpsat never builds its model and auto costs about what milp does."""
+def test_cpsat_starts_late_beside_milp_and_not_at_all_after_a_quick_proof(monkeypatch):
+    """PF.S3's stagger: cpsat waits CPSAT_STAGGER beside milp, and a proof within the wait
+    means it never builds its model.  Which comes first on the mlp at 0.9 (the milp proves
+    it in about half the stagger) is the machine's speed: the stagger is stretched here, so
+    the proof always comes first."""
+    monkeypatch.setattr("monet_ilp.problems.p1.auto.CPSAT_STAGGER", 3600.0)
     inst = make_instance(zoo.build("mlp"), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P1",
                          budget=0.9)
-    result = solve_auto(inst, time_limit=60, members=("milp", "cpsat"), all_bound=False)
+    result = solve_auto(inst, time_limit=None, members=("milp", "cpsat"), all_bound=False)
     verified(inst, result)
     members = result.stats["members"]
     assert result.status is Status.OPTIMAL and members["milp"]["status"] == str(Status.OPTIMAL)
-    if members["milp"]["seconds"] < CPSAT_STAGGER / 2:
-        assert members["cpsat"]["status"] == "not started"
+    assert members["cpsat"]["status"] == "not started"
 
 
 def test_the_relaxations_schedule_proves_the_optimum_over_every_p1_schedule():
@@ -205,7 +222,7 @@ def test_the_relaxations_schedule_proves_the_optimum_over_every_p1_schedule():
     assert result.status is Status.OPTIMAL and result.stats["relaxation_schedule"] == result.objective
     assert result.stats["bound_class"] == HOLDS_FOR and result.stats["gap_all"] == 0
     assert result.stats["heuristics"]["repair"] > result.objective  # not the incumbent's
-    milp = solve(inst, "milp", time_limit=60)
+    milp = solve(inst, "milp", time_limit=None)
     assert milp.status is Status.OPTIMAL and milp.objective == result.objective
 
 
