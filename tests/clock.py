@@ -1,4 +1,5 @@
-"""A clock for the tests of timed Python loops: it moves only when it is read.
+"""Time in the tests without the wall clock: a clock that moves only when it is read, and
+the deadlines a module makes, recorded.
 
 A loop that runs "until the deadline" under :func:`ticking` ends after the same number
 of looks at the clock on any machine, however loaded, so a test can assert exact values
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import time
 from typing import TYPE_CHECKING, Any
+
+from monet_ilp.engines.deadline import Deadline
 
 if TYPE_CHECKING:
     import pytest
@@ -44,3 +47,18 @@ def ticking(monkeypatch: pytest.MonkeyPatch, *modules: str, step: float = 0.0) -
     for module in modules:
         monkeypatch.setattr(f"{module}.time", clock)
     return clock
+
+
+def recorded_deadlines(monkeypatch: pytest.MonkeyPatch, module: str) -> list[Deadline]:
+    """The deadlines that ``module`` makes with its ``Deadline(...)``, in order (not the
+    sub-deadlines :meth:`Deadline.sub` makes), so that a test can read what was left of
+    a call's time when a step began: a share, asserted without the wall clock."""
+    made: list[Deadline] = []
+
+    class Recorded(Deadline):
+        def __init__(self, *args: Any, **kwargs: Any):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(f"{module}.Deadline", Recorded)
+    return made
