@@ -236,38 +236,45 @@ def test_the_backend_through_solve_and_more_computations_than_the_limit():
 
 
 # ====================================================================== other backends
-def check_relations(instance, *, limit: int = 2, time_limit: float = 30, more: bool = True) -> None:
+#: CP-SAT's deterministic seconds for the interval model at ``C + 1`` in
+#: :func:`check_relations`: a tight budget may take long to prove infeasible there, and a
+#: deterministic limit (one worker) makes whether it is proven the same on every machine.
+LARGER_DETERMINISTIC_TIME = 20.0
+
+
+def check_relations(instance, *, limit: int = 2, more: bool = True) -> None:
     """The relations of the module docstring on one instance (those that are theorems).
 
-    A relation between two optima is asserted only when both are proven (CP-SAT may
-    need long to prove a tight budget infeasible with C = 3, even on 8 nodes).
+    At ``C = 1`` and ``C = limit`` both models run to their proof (no time limit: the
+    instances here are proven in seconds); at ``limit + 1`` CP-SAT may need long to prove
+    a tight budget infeasible, even on 8 nodes, so it runs on one worker for
+    :data:`LARGER_DETERMINISTIC_TIME` deterministic seconds, and the relations with it
+    are asserted when it is proven, which is the same on every machine.
     """
     once = every_op_once(instance)
     data = p1_data(instance)
     store_all_fits = plan_of_sequence(data, store_all_sequence(instance)).fits(data)  # node-level values
-    one = interval(instance, max_computes=1, time_limit=time_limit)
+    one = interval(instance, max_computes=1, time_limit=None)
     if store_all_fits:
         assert one.status is Status.OPTIMAL and one.objective == once
     else:
         assert one.status is Status.INFEASIBLE
-    ours = interval(instance, max_computes=limit, time_limit=time_limit)
-    staged = solve(instance, "milp", max_computes=limit, time_limit=time_limit)
+    ours = interval(instance, max_computes=limit, time_limit=None)
+    staged = solve(instance, "milp", max_computes=limit, time_limit=None)
     verified(instance, staged)
-    if staged.schedule is not None:
-        assert ours.status is not Status.INFEASIBLE  # the milp's schedule is in the class
-    if ours.status is Status.INFEASIBLE:
-        assert staged.schedule is None and staged.status is not Status.OPTIMAL
-    if ours.status is Status.OPTIMAL and staged.status is Status.OPTIMAL:
-        assert once <= ours.objective <= staged.objective
+    assert ours.status in (Status.OPTIMAL, Status.INFEASIBLE) and staged.status in (Status.OPTIMAL, Status.INFEASIBLE)
+    if staged.status is Status.OPTIMAL:  # the milp's schedule is in the class
+        assert ours.status is Status.OPTIMAL and once <= ours.objective <= staged.objective
         if store_all_fits:
             assert ours.objective == staged.objective == once
     if not more:
         return
-    larger = interval(instance, max_computes=limit + 1, time_limit=time_limit)
-    if ours.status is Status.OPTIMAL and larger.status is Status.OPTIMAL:
-        assert larger.objective <= ours.objective
-    if ours.schedule is not None:
+    larger = interval(instance, max_computes=limit + 1, time_limit=None, workers=1,
+                      params={"max_deterministic_time": LARGER_DETERMINISTIC_TIME})
+    if ours.status is Status.OPTIMAL:
         assert larger.status is not Status.INFEASIBLE
+        if larger.status is Status.OPTIMAL:
+            assert larger.objective <= ours.objective
 
 
 @pytest.mark.parametrize("n,seed,fraction", [(10, 0, 0.3), (12, 1, 0.5), (14, 2, 0.6), (12, 4, 0.3), (16, 5, 0.6)])
@@ -296,7 +303,7 @@ def test_the_milp_optimum_is_a_hint_in_the_class_and_a_bound_on_it():
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(4, 9), seed=st.integers(0, 10**6), fraction=st.sampled_from([0.0, 0.3, 0.6, 1.0]))
 def test_property_relations_on_small_random_dags(n, seed, fraction):
-    check_relations(between(small_dag(n, seed), fraction), time_limit=5, more=False)
+    check_relations(between(small_dag(n, seed), fraction), more=False)
 
 
 # ---------------------------------------------------------------------- chains and dp
