@@ -44,8 +44,16 @@ def test_a_zoo_model_with_an_optimizer_never_recomputes_after_the_first_update()
 @settings(max_examples=15, deadline=None)
 @given(n=st.integers(8, 40), seed=st.integers(0, 10_000), budget=st.sampled_from([0.95, 0.9, 0.85, 0.8]))
 def test_whatever_it_returns_is_within_budget(n, seed, budget):
+    """Every draw asserts: the best effort's claims are the evaluator's, and the repair
+    returns a sequence exactly when the best effort fits, a sequence within the budget."""
     inst = p1_instance(random_layered(n, seed=seed), budget)
+    effort = repair_sequence(inst, best_effort=True)
+    assert effort is not None
+    metrics = evaluate(inst, effort)
+    assert metrics.feasible == effort.meta["fits"]
+    assert metrics.peak_bytes["core0.sram"] == effort.meta["peak_bytes"]
     sequence = repair_sequence(inst)
+    assert (sequence is not None) is effort.meta["fits"]
     if sequence is not None:
         assert evaluate(inst, sequence).feasible
 
