@@ -28,7 +28,7 @@ def _one_line_error(result, *fragments):
 
 
 def test_summary_table_and_csv(mixed_run, tmp_path):
-    _, out, _, _ = mixed_run
+    _, out, _ = mixed_run
     result = cli("batch", "summary", str(out), "--csv", str(tmp_path / "s.csv"))
     assert result.returncode == 0, result.stderr
     for word in ("backend", "solved", "optimal", "mean gap", "geo-mean time", "cpsat-bad", "test:sleep"):
@@ -51,7 +51,7 @@ def test_summary_of_tiny_exact(tiny_local):
 
 
 def test_plot_writes_the_pngs(mixed_run, tmp_path):
-    _, out, _, _ = mixed_run
+    _, out, _ = mixed_run
     result = cli("batch", "plot", str(out), "--out", str(tmp_path))
     assert result.returncode == 0, result.stderr
     pngs = [tmp_path / "time_to_solve.png", tmp_path / "gap_histogram.png", *tmp_path.glob("pareto/*.png")]

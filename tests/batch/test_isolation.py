@@ -34,7 +34,9 @@ def test_a_fresh_worker_past_its_deadline_is_killed_with_its_children():
     outcome = execute(job.payload(), grace=0.3, fork=False)
     assert outcome["fields"]["status"] == "timeout" and "0.5 s (time limit) + 0.3 s (grace)" in \
         outcome["fields"]["message"]
-    assert 0.8 <= time.monotonic() - start < 20 and outcome["fields"]["instance"]
+    assert time.monotonic() - start >= 0.8 and outcome["fields"]["instance"]  # not before the limit and grace
+    # Killed, not waited for (it sleeps 60 s): the verdict is the kill's, and nothing it started is left.
+    assert outcome["fields"]["message"].startswith("killed: ")
     left = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
     assert left <= before
 

@@ -61,8 +61,7 @@ def test_dask_local_cluster_gives_the_same_records(tiny_local, tmp_path):
 
 
 def test_failing_jobs_are_recorded_and_the_batch_goes_on(mixed_run):
-    m, out, report, seconds = mixed_run
-    assert seconds < 60  # the sleepers were killed, not waited for
+    m, out, report = mixed_run
     records = records_by_key(out)
     assert len(records) == len(m.jobs) == 10 == report.ran
     by_label: dict[str, list] = {}
@@ -73,9 +72,9 @@ def test_failing_jobs_are_recorded_and_the_batch_goes_on(mixed_run):
         assert r["instance"] and r["schedule"] is None
     for r in by_label["test:crash"]:
         assert r["status"] == "error" and "died (exit status 7)" in r["message"]
-    for r in by_label["test:sleep"]:
-        assert r["status"] == "timeout" and "2 s (time limit) + 0.5 s (grace)" in r["message"]
-        assert 2.5 <= r["elapsed_s"] < 30 and r["instance"] and r["instance_hash"]
+    for r in by_label["test:sleep"]:  # killed (the verdict of a kill), not waited for: they sleep 120 s
+        assert r["status"] == "timeout" and "killed: no result 2 s (time limit) + 0.5 s (grace)" in r["message"]
+        assert r["elapsed_s"] >= 2.5 and r["instance"] and r["instance_hash"]  # not before the limit and grace
     for r in by_label["cpsat-bad"]:
         assert r["status"] == "error" and "nope" in r["message"]
     for r in by_label["cpsat"]:
