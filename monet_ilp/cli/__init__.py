@@ -54,7 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "batch": ("monet_ilp.cli.batch:batch",
               "Run instance sets (YAML manifests) locally or on Dask; summarise and plot the results."),
     "demo": ("monet_ilp.cli.demo:demo",
-             "ResNet-18 (CIFAR) on a 2x2 edge_tpu: store-all, Chen sqrt(n), GA and cpsat, graded against bounds."),
+             "ResNet-18 (CIFAR) on a 2x2 edge_tpu: store-all, Chen sqrt(n), GA and auto, graded against bounds."),
     "plan": ("monet_ilp.cli.plan:plan_cmd",
              "Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."),
     "layer-memory": ("monet_ilp.cli.plan:layer_memory_cmd",
