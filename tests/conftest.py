@@ -8,14 +8,19 @@
   backend's objective is the evaluator's, and its bound holds.
 * :func:`random_latencies`: the latencies of the random GA decodings the evaluator
   accepts, which every latency bound over every schedule must stay below.
+* Hypothesis profiles: ``ci`` (the default) draws the same examples on every run and
+  machine and times nothing (no deadline, no too-slow health check); ``dev`` draws new
+  ones each run.  ``HYPOTHESIS_PROFILE=dev python -m pytest`` selects it.
 """
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, settings
 
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.ga.genome import Genome
@@ -28,6 +33,12 @@ from monet_ilp.schedule import Compute, Release, Sequence
 if TYPE_CHECKING:
     from monet_ilp.graph.ir import TrainingGraph
     from monet_ilp.instance import Instance
+
+# Loaded before the test modules are imported, so every @settings(...) there inherits it.
+settings.register_profile("ci", derandomize=True, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                          print_blob=True)
+settings.register_profile("dev", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
 def random_latencies(instance: Instance, draws: int, seed: int) -> list[int]:
