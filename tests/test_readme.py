@@ -7,6 +7,11 @@ the time spent is cut: ``--time-limit`` to :data:`SECONDS`, ``--generations`` an
 ``--points`` to small counts.  A line must exit 0, or 1 where its comment says
 ``exits 1``.  The set-up commands (``pip install``, ``monet-ilp demo``, pytest) are
 indented blocks, not fenced ones: the demo has its own test in ``test_cli.py``.
+
+The whole walk-through takes minutes, so it is in the ``slow`` tier (one xdist worker
+runs its steps, in order); the default run runs :data:`FIRST_STEPS`, a short path
+through it (build, show, make, baseline, evaluate, a heuristic solve, the Python API,
+the backends table), in one fresh directory.
 """
 
 from __future__ import annotations
@@ -56,6 +61,33 @@ def capped(command: str) -> str:
 
 STEPS = readme_steps()
 
+#: The README steps the default run takes, in README order: a command as written (its
+#: comment apart), or a line of a Python block; each names exactly one step
+#: (``test_the_first_steps_are_in_the_readme`` says which no longer does).
+FIRST_STEPS = (
+    "monet-ilp graph build resnet18 -p batch=1 --out g.json",
+    "monet-ilp graph show g.json",
+    "monet-ilp instance make --model resnet18 -p batch=1 --hw edge_tpu --budget 0.9 --objective latency --out inst.json",
+    "monet-ilp baseline inst.json --heuristic greedy --out sched.json",
+    "monet-ilp evaluate inst.json sched.json",
+    "monet-ilp solve inst.json --backend heuristic:greedy",
+    'instance = monet_ilp.Instance.load("inst.json")',
+    "monet-ilp backends",
+)
+
+
+def named(step: tuple[str, str, str], line: str) -> bool:
+    """Whether ``line`` (one of :data:`FIRST_STEPS`) names ``step``."""
+    kind, text, _ = step
+    if kind == "sh":
+        return text.split("#")[0].strip() == line
+    return kind == "python" and any(row.split("#")[0].strip() == line for row in text.splitlines())
+
+
+def first_steps() -> list[int]:
+    """The indices in :data:`STEPS` of :data:`FIRST_STEPS`, in README order."""
+    return [k for k, step in enumerate(STEPS) if any(named(step, line) for line in FIRST_STEPS)]
+
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
@@ -75,8 +107,29 @@ def test_the_readme_has_examples_of_every_kind():
         assert f"monet-ilp {sub}" in commands, sub
 
 
+def test_the_first_steps_are_in_the_readme():
+    for line in FIRST_STEPS:
+        assert sum(named(step, line) for step in STEPS) == 1, line
+
+
+def test_the_first_steps_run_in_order(tmp_path):
+    """The default run's path through the walk-through (the module docstring)."""
+    steps = first_steps()
+    assert len(steps) == len(FIRST_STEPS)
+    (tmp_path / "instances").symlink_to(ROOT / "instances")
+    for step in steps:
+        run_step(tmp_path, step)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("readme")  # the steps read each other's files: one worker, in order
 @pytest.mark.parametrize("step", range(len(STEPS)), ids=lambda k: f"{k}:{STEPS[k][1][:50]}")
 def test_readme_step(workdir, step):
+    run_step(workdir, step)
+
+
+def run_step(workdir: Path, step: int) -> None:
+    """Run README step ``step`` in ``workdir`` (module docstring); it must exit as it says."""
     kind, text, name = STEPS[step]
     if kind == "json":
         (workdir / name).write_text(text)

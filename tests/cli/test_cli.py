@@ -107,6 +107,7 @@ def test_usage_errors_exit_2():
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow  # the pipeline at small sizes is tests/test_demo.py, in the default run
 def test_demo_runs(tmp_path):
     result = run("demo", "--time-limit", "5", "--out-dir", str(tmp_path / "demo"))
     assert result.returncode == 0, result.stderr
