@@ -212,6 +212,7 @@ def hint_or_unknown(instance: Instance, schedule: Schedule | Sequence | None, na
     if metrics is None:
         return BackendResult(Status.UNKNOWN, bound=bound, stats=stats, message=f"{reason}; no schedule found")
     value = metrics.objective_value
-    stats.update(solution=name, recomputations=metrics.recomputations, transfers=metrics.transfers)
+    stats.update(solution=name, recomputations=metrics.recomputations, transfers=metrics.transfers,
+                 bound_class="every schedule (BD.C2: the hint may lie outside the model's class)")
     return BackendResult(Status.FEASIBLE, schedule, value, bound,
                          f"{reason}; returning the {name} schedule", stats, source=f"hint:{name}")

@@ -33,7 +33,7 @@ from monet_ilp.graph.ir import read_json
 from monet_ilp.heuristics.decisions import FORMAT_NAME as DECISIONS_FORMAT
 from monet_ilp.heuristics.decisions import decisions_from_dict, decode
 from monet_ilp.instance import Instance, Objective, Problem
-from monet_ilp.problems.p1.relax import HOLDS_FOR, all_schedules_bound, frees_node_values
+from monet_ilp.problems.p1.relax import HOLDS_FOR, all_schedules_bound, in_p1_class
 from monet_ilp.results import GA_FORMAT, bound_error, gap_of
 from monet_ilp.schedule import Schedule, Sequence, check_made_for, schedule_from_dict
 from monet_ilp.solve import solve
@@ -121,12 +121,12 @@ def grade(
     errors: list[str] = []  # BD.C1: every bound above a feasible point it claims to hold for
     if instance.problem is Problem.P1:
         # PF.B2, the bound over every P1 schedule (a class bound, the stage form's, would not
-        # hold for points outside that class); a point that frees one op's outputs apart lies
-        # outside it too (PF.B3), and gets every op once.
+        # hold for points outside that class); a point in another first-computation order or that
+        # frees one op's outputs apart lies outside it too (PF.B3), and gets every op once.
         found = all_schedules_bound(instance, time_limit=time_limit, workers=workers)
         every_op_once = int(found.stats.get("every_op_once", 0))
         for (label, sched), row in zip(points, rows, strict=True):
-            inside = isinstance(sched, Sequence) and frees_node_values(instance.graph, sched)
+            inside = isinstance(sched, Sequence) and in_p1_class(instance.graph, sched)
             bound = found.value if inside else every_op_once
             row["bound"] = bound
             row["bound_holds_for"] = HOLDS_FOR if inside else "every schedule (every op once)"

@@ -46,7 +46,7 @@ from monet_ilp.problems.p1.relax import (
     P1Bound,
     all_schedules_bound,
     cut_bound,
-    frees_node_values,
+    in_p1_class,
 )
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Sequence
@@ -233,12 +233,13 @@ def solve_auto(instance: Instance, *, time_limit: float | None = None, workers: 
     # members' in the order of what they claim, until one passes).
     # Each candidate with the bound that holds for it (PF.B1-B3): a member's schedule lies
     # in its class, a heuristic's or the relaxation's in PF.B2's; a caller's hint only
-    # where it frees each node's outputs together.
+    # where its first computations keep the graph's order and it frees each node's outputs
+    # together (in_p1_class).
     candidates: list[tuple[int, str, Schedule | Sequence, str]] = []
     if incumbent is not None:
         name, start, value = incumbent
         kind = ("heuristic" if name != "hint" or (isinstance(start, Sequence)
-                                                  and frees_node_values(instance.graph, start))
+                                                  and in_p1_class(instance.graph, start))
                 else "hint")
         candidates.append((value, name, start, kind))
     claimed = sorted(((r.objective, n, r) for n, r in results.items()

@@ -74,6 +74,7 @@ __all__ = [
     "cut_bound",
     "every_op_once",
     "frees_node_values",
+    "in_p1_class",
     "last_reader",
     "model_columns",
     "reach_top",
@@ -87,6 +88,25 @@ HOLDS_FOR = ("every P1 schedule of the instance (p1_problem.md: node-level value
              "computations in the instance's order, any number of recomputations of any node "
              "in any order, the optimizer rule), so a lower bound on P1's optimum, not only "
              "on the stage form the milp and cpsat backends search")
+
+
+def in_p1_class(graph: TrainingGraph, sequence: Sequence) -> bool:
+    """Whether ``sequence`` lies in the class :data:`HOLDS_FOR` names (PF.B3).
+
+    Its first computations follow the graph's op order, and it frees each op's outputs
+    together (:func:`frees_node_values`).  The evaluator accepts more (any topological
+    order, an op's outputs freed apart); a bound of this module holds for those only
+    where it is every op once.
+    """
+    order = {op.id: k for k, op in enumerate(graph.ops)}
+    seen: set[str] = set()
+    firsts: list[int] = []
+    for step in sequence.steps:
+        if isinstance(step, Release) or step.op in seen:
+            continue
+        seen.add(step.op)
+        firsts.append(order[step.op])
+    return firsts == sorted(firsts) and frees_node_values(graph, sequence)
 
 
 def frees_node_values(graph: TrainingGraph, sequence: Sequence) -> bool:

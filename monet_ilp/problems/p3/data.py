@@ -254,6 +254,10 @@ class P3Data:
         return alpha * latency / latency_ref + (1 - alpha) * energy / energy_ref
 
 
+#: The largest denominator of the weighted objective's alpha the P3 models weigh exactly.
+ALPHA_DENOMINATOR = 1000
+
+
 def weighted_coefficients(data: P3Data) -> tuple[int, int]:
     """Integer weights ``(w_latency, w_energy)`` ordering schedules as the weighted objective does.
 
@@ -261,7 +265,7 @@ def weighted_coefficients(data: P3Data) -> tuple[int, int]:
     ``(a + b) · latency_ref · energy_ref`` times the weighted objective.
     """
     meta = data.instance.meta
-    alpha = Fraction(data.instance.alpha).limit_denominator(1000)
+    alpha = Fraction(data.instance.alpha).limit_denominator(ALPHA_DENOMINATOR)
     a, b = alpha.numerator, alpha.denominator - alpha.numerator
     wl, we = a * int(meta["energy_ref_pj"]), b * int(meta["latency_ref_cycles"])
     g = gcd(wl, we) or 1
@@ -271,7 +275,7 @@ def weighted_coefficients(data: P3Data) -> tuple[int, int]:
 def weighted_scale(data: P3Data) -> float:
     """``k`` with ``w_latency · latency + w_energy · energy = k · weighted objective``."""
     meta = data.instance.meta
-    alpha = Fraction(data.instance.alpha).limit_denominator(1000)
+    alpha = Fraction(data.instance.alpha).limit_denominator(ALPHA_DENOMINATOR)
     a, b = alpha.numerator, alpha.denominator - alpha.numerator
     lref, eref = int(meta["latency_ref_cycles"]), int(meta["energy_ref_pj"])
     g = gcd(a * eref, b * lref) or 1
@@ -318,6 +322,14 @@ def p3_data(
         raise MonetError("the weighted objective needs reference values", field="meta",
                          fix="build the instance with make_instance (it sets latency_ref_cycles and "
                              "energy_ref_pj from the store-all baseline)")
+    if instance.objective is Objective.WEIGHTED and abs(
+            float(Fraction(instance.alpha).limit_denominator(ALPHA_DENOMINATOR)) - instance.alpha) > 1e-12:
+        # The models weigh with alpha as a fraction of denominator at most 1000; the evaluator
+        # with alpha itself: any other alpha would make their objectives differ (BD.C1).
+        raise MonetError(f"alpha = {instance.alpha!r} is not a multiple of 1/{ALPHA_DENOMINATOR}, "
+                         "which the P3 models weigh exactly", field="alpha",
+                         fix=f"give alpha as a fraction with denominator at most {ALPHA_DENOMINATOR}, "
+                             "e.g. 0.001, 0.25 or 0.5")
     for name, value, low in (("max_computes", max_computes, 1), ("max_transfers", max_transfers, 0)):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise MonetError(f"{name} = {value!r}", field=name, fix=f"give an integer >= {low}")

@@ -280,8 +280,10 @@ def _hinted(built: P3CpModel) -> dict[int, int]:
 def _result(schedule: Schedule, value: int | float, floor: int | float | None, stats: dict[str, Any],
             message: str, source: str) -> BackendResult:
     proven = floor is not None and value <= floor
-    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, value,
-                         value if proven else floor, message, stats, source=source)
+    # The floor as proved, never replaced by the value (BD.C1): above it, solve() says error.
+    return BackendResult(Status.OPTIMAL if proven else Status.FEASIBLE, schedule, value, floor, message,
+                         {**stats, "bound_class": "every schedule (the floor, BD.B1-B6, B9, B12, BD.E)"},
+                         source=source)
 
 
 def _neighbourhood(built: P3CpModel, incumbent: dict[int, int], kind: str, size: int,

@@ -296,9 +296,9 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
         return PlanResult(status, None, None, objective, None, min(open_bounds, default=None), seconds, holds_for,
                           stats)
     value, plan, metrics = best
-    # P4.S5: every candidate solved to optimality is at least ``value`` (the best of their
-    # plans), every other at least its bound: the least of these holds for the class.
-    bound = max(floor, min([value, *open_bounds]))
+    # P4.S5: the class's optimum is the least of its candidates' optima, each at least its
+    # bound (open_bounds holds every candidate's): the least of these holds for the class.
+    bound = max(floor, min(open_bounds, default=floor))
     wrong = bound_error(value, bound, "P4 search (P4.S2 work bound and the stage MILPs' bounds)", holds_for,
                         tolerance=PLAN_TOLERANCE)
     if wrong is not None:  # BD.C1: the bound is checked against the verified plan, never capped

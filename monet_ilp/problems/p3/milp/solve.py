@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines import default_workers
 from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, check_solver
+from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, check_solver, safe_ceil
 from monet_ilp.engines.pulp_models import export_problem, solve_pulp
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified, evaluate
@@ -225,7 +225,8 @@ def solve_p3_milp(
         source, schedule, value = known
         # A candidate may lie outside the model's class: it gets the floor over every
         # schedule, and the model's bound over its class stays in stats (BD.C1).
-        stats.update(solution=source, class_bound=bound)
+        stats.update(solution=source, class_bound=bound,
+                     bound_class="every schedule (BD.C2: the floor; the candidate may lie outside K3)")
         return done(Status.FEASIBLE, schedule=schedule, objective=value, bound=floor,
                     source=f"hint:{source}",
                     message=f"{reason}; returning the {source} schedule ({limits})")
@@ -384,7 +385,7 @@ def _bound(data: P3Data, milp: float | None, lp: float | None,
         if data.objective is Objective.WEIGHTED:
             found.append(best / weighted_scale(data) * (1 - 1e-12))
         else:
-            found.append(math.ceil(best - 1e-6))
+            found.append(safe_ceil(best))
     if floor is not None:
         found.append(floor)
     return max(found, default=None)
