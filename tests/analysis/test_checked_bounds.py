@@ -7,12 +7,17 @@ import pytest
 
 from monet_ilp.analysis.bounds import lower_bounds
 from monet_ilp.analysis.grade import grade
+from monet_ilp.errors import MonetError
+from monet_ilp.graph import zoo
 from monet_ilp.hardware.cluster import edge_tpu_mesh
+from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.liveness import place_releases
 from monet_ilp.heuristics.store_all import store_all_sequence
-from monet_ilp.problems.p1.relax import HOLDS_FOR, frees_node_values
+from monet_ilp.make import make_instance
+from monet_ilp.problems.p1.relax import HOLDS_FOR, frees_node_values, in_p1_class
 from monet_ilp.problems.p4 import search
 from monet_ilp.problems.p4.model import model_config
-from monet_ilp.results import bound_error
+from monet_ilp.results import Status, bound_error
 from monet_ilp.schedule import Compute, Release, Sequence
 from monet_ilp.solve import solve
 
@@ -87,3 +92,33 @@ def test_p4_search_reports_a_planted_wrong_floor_as_an_error(monkeypatch):
     wrong = search.plan_search(model, cluster, global_batch=8, time_limit=20)
     assert wrong.status == "error" and wrong.bound > wrong.value
     assert "exceeds" in wrong.stats["error"] and wrong.gap is not None and wrong.gap < 0
+
+
+def test_a_sequence_in_another_first_computation_order_is_outside_pf_b2s_class(p1_small):
+    """PF.B3: the evaluator accepts any topological order of first computations; PF.B2
+    holds for the graph's order only, so such a point gets every op once."""
+    graph = p1_small.graph
+    base = store_all_sequence(p1_small)
+    assert in_p1_class(graph, base)
+    ops = [s.op for s in base.steps if isinstance(s, Compute)]
+    reads = {op.id: {graph.tensor(t).producer for t in op.inputs} for op in graph.ops}
+    k = next(k for k in range(len(ops) - 1) if ops[k] not in reads[ops[k + 1]])
+    ops[k], ops[k + 1] = ops[k + 1], ops[k]  # two independent ops, swapped: still topological
+    swapped = Sequence(place_releases(graph, ops))
+    assert frees_node_values(graph, swapped) and not in_p1_class(graph, swapped)
+    report = grade(p1_small, [("swapped", swapped)], time_limit=10, workers=1)
+    (row,) = report["points"]
+    assert row["bound_holds_for"] == "every schedule (every op once)" and report["errors"] == []
+
+
+def test_the_p3_models_refuse_an_alpha_they_cannot_weigh_exactly():
+    """An alpha the models would round (to a multiple of 1/1000) is a clear input error, not a
+    bound that holds for another objective (BD.C1)."""
+    graph = zoo.mlp(depth=2, width=16, batch=4, in_features=16)
+    hw = preset("edge_tpu", n_pe_x=2, n_pe_y=1)
+    inst = make_instance(graph, hw, problem="P3", objective="weighted", alpha=0.0007)
+    with pytest.raises(MonetError, match="alpha") as err:
+        solve(inst, "cpsat", time_limit=10, workers=1)
+    assert err.value.field == "alpha"
+    fine = make_instance(graph, hw, problem="P3", objective="weighted", alpha=0.25)
+    assert solve(fine, "cpsat", time_limit=10, workers=1, seed=0).status is not Status.ERROR
