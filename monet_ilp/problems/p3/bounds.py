@@ -108,7 +108,10 @@ def combinatorial_bounds(instance: Instance, objective: Objective | None = None,
         runs = max(runs, _pinning_knapsack(data))
         moves = 0
         for item in data.items:
-            if item.producer is None:
+            # A graph input leaves its home only for a reader that runs elsewhere: one whose
+            # cores all have another memory (P2 starts the inputs in the core's own SRAM).
+            if item.producer is None and any(
+                    all(data.memory_of[c] != data.input_home for c in data.ops[r].cores) for r in item.readers):
                 out_of_home = [r.energy_pj for r in item.routes if r.src == data.input_home]
                 moves += min(out_of_home, default=0)
         static = data.static_pj(latency)
