@@ -648,6 +648,11 @@ class P3Milp:
         g12, g21 = self._binary(f"mG12_{name}"), self._binary(f"mG21_{name}")
         self._add(q1.free <= q2.alloc + (H - q2.alloc_low) * (1 - g12), f"M11i_{name}")
         self._add(q2.free <= q1.alloc + (H - q1.alloc_low) * (1 - g21), f"M11j_{name}")
+        # P3M.M11k: 'gone before' only in the order's direction, so the flags below are 0 or 1.
+        # An absent copy (alloc = free = 0) meets M11i and M11j either way: without these
+        # rows a flag of -1 took its bytes off what the other copy's allocation counts.
+        self._add(g12 <= order, f"M11k12_{name}")
+        self._add(g21 <= 1 - order, f"M11k21_{name}")
         for m in shared:
             mi = data.memories.index(m)
             for event, other, flag, tag in ((q2, q1, order - g12, "c"),
