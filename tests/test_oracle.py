@@ -25,6 +25,7 @@ from pathlib import Path
 
 import pytest
 
+from monet_ilp.analysis.bounds import lower_bounds
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph.chain import chain_graph
@@ -258,6 +259,8 @@ def check_p1(seed: int, backends: tuple[str, ...]) -> None:
             check_auto(instance, every, p1, staged, interval)
         elif backend == "dp":
             check_dp(instance, every, p1)
+        elif backend == "lower_bounds":
+            check_lower_bounds(instance, p1, staged)
 
 
 def check_auto(instance: Instance, every: int | None, p1: int | None, staged: int | None,
@@ -286,6 +289,21 @@ def check_auto(instance: Instance, every: int | None, p1: int | None, staged: in
         assert staged is None
     if result.objective is not None:
         assert p1 is not None and result.objective >= p1
+
+
+def check_lower_bounds(instance: Instance, every: int | None, inside: int | None) -> None:
+    """``monet-ilp bound``'s families: the solver's over the model's class (P1: the stage form,
+    CP-SAT's and the LP's; P2, P3: the CP-SAT model's), every other over every schedule (of
+    P1, on P1), and no bound above CP-SAT's incumbent (BD.C1)."""
+    found = lower_bounds(instance, time_limit=None, workers=1)
+    assert found["errors"] == []
+    for bound in found["bounds"]:
+        value = bound["value"]
+        optimum = inside if bound["family"] == "solver" else every
+        if value == math.inf:
+            assert optimum is None, bound
+        else:
+            at_most(value, optimum, f"lower_bounds {bound['name']}")
 
 
 def check_dp(instance: Instance, every: int | None, p1: int | None) -> None:
@@ -319,7 +337,21 @@ def check_timed(instance: Instance, backends: tuple[str, ...]) -> None:
     if instance.problem is Problem.P2:
         at_most(p2_data(instance).every_op_once_bound(), every, "P2.B0")
     for backend in backends:
-        options = {"seed": 0} if backend in ("cpsat", "auto") else {}
+        options: dict[str, object] = {"seed": 0} if backend in ("cpsat", "auto", "lns") else {}
+        if backend == "lower_bounds":
+            check_lower_bounds(instance, held, inside)
+            continue
+        if backend == "lns":  # a few steps: it proves only the bounds over every schedule
+            result = solve(instance, "lns", workers=1, seed=0, steps=3)
+            verified(instance, result)
+            at_most(result.bound, held, "lns bound (every schedule)")
+            if result.objective is not None:
+                assert every is not None and result.objective >= every
+            if result.status is Status.OPTIMAL:  # its K3 schedule meets a bound over every schedule
+                assert result.objective == inside
+            if result.status is Status.INFEASIBLE:
+                assert inside is None
+            continue
         if backend == "staged":
             staged = solve(instance, "cpsat", workers=1, seed=0, staged=True)
             milp = solve(instance, "milp", workers=1)
@@ -336,9 +368,9 @@ def check_timed(instance: Instance, backends: tuple[str, ...]) -> None:
 
 # ======================================================================== the tests
 
-P1_TURNS = ("milp", "cpsat", "interval", "auto")
-P2_TURNS = ("cpsat", "staged")
-P3_TURNS = ("cpsat", "milp", "auto")
+P1_TURNS = ("milp", "cpsat", "interval", "auto", "lower_bounds")
+P2_TURNS = ("cpsat", "staged", "lower_bounds")
+P3_TURNS = ("cpsat", "milp", "auto", "lower_bounds")
 
 
 @pytest.mark.parametrize("seed", P1_SEEDS)
@@ -359,14 +391,14 @@ def test_p3_bounds_and_backends_against_the_oracle(seed):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", SLOW)
 def test_p1_every_backend_against_the_oracle(seed):
-    check_p1(seed, ("milp", "cpsat", "cpsat2", "interval", "interval_free", "auto", "dp"))
+    check_p1(seed, ("milp", "cpsat", "cpsat2", "interval", "interval_free", "auto", "dp", "lower_bounds"))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("problem", ["P2", "P3"])
 @pytest.mark.parametrize("seed", SLOW)
 def test_timed_every_backend_against_the_oracle(seed, problem):
-    turns = P2_TURNS if problem == "P2" else P3_TURNS
+    turns = P2_TURNS if problem == "P2" else (*P3_TURNS, "lns")
     check_timed(timed_case(seed, problem), turns)
 
 
