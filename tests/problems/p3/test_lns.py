@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from monet_ilp.engines.cpsat import configured_solver
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph import zoo
@@ -36,10 +37,23 @@ def mlp4():
     return make_instance(zoo.mlp(depth=4), preset("hetero_quad"), problem="P3", objective="energy")
 
 
-def test_steps_improve_the_start_and_every_schedule_is_verified():
+def deterministic_steps(monkeypatch, seconds: float) -> None:
+    """Each CP-SAT solve of the LNS stops after ``seconds`` of CP-SAT's deterministic time
+    instead of its wall-clock step time: on one worker and without a time limit, the
+    steps and what they find are the same on every machine, however loaded."""
+
+    def configured(*, time_limit=None, **options):
+        options["params"] = {**(options.get("params") or {}), "max_deterministic_time": seconds}
+        return configured_solver(**options)
+
+    monkeypatch.setattr("monet_ilp.problems.p3.lns.configured_solver", configured)
+
+
+def test_steps_improve_the_start_and_every_schedule_is_verified(monkeypatch):
     inst = mlp4()
     start = baseline_schedules(inst)[0]
-    result = solve(inst, "lns", time_limit=60, workers=1, steps=12, step_time=1.0)
+    deterministic_steps(monkeypatch, 0.2)
+    result = solve(inst, "lns", time_limit=None, workers=1, steps=12)
     assert verified(inst, result) is not None and result.status is Status.FEASIBLE
     stats = result.stats
     assert stats["steps"] == 12 and stats["start_objective"] == start[1]
@@ -62,17 +76,18 @@ def test_a_hint_is_the_start_and_the_result_is_never_worse():
     assert result.objective <= value
 
 
-def test_a_start_outside_the_class_is_first_brought_into_it():
+def test_a_start_outside_the_class_is_first_brought_into_it(monkeypatch):
     """P3L.N0: a start the model cannot hold (recomputations, with at most one run per op)
     fixes decisions no solution has; CP-SAT finds one first (its runs and pins kept, or
     on the whole model)."""
     inst = mlp4()
+    deterministic_steps(monkeypatch, 0.2)
     plan = plan_of(inst)
     rerun = {t: "recompute" for t in plan.saved if t in plan.recomputable}
     start = decode(inst, Decisions(rerun, {}))
     value = evaluate(inst, start).objective_value
     assert evaluate(inst, start).recomputations > 0
-    result = solve(inst, "lns", time_limit=30, workers=1, hint=start, steps=4, step_time=1.0, max_computes=1)
+    result = solve(inst, "lns", time_limit=None, workers=1, hint=start, steps=4, max_computes=1)
     assert verified(inst, result) is not None
     stats = result.stats
     assert stats["check_status"] == "INFEASIBLE"
