@@ -89,9 +89,13 @@ def first_steps() -> list[int]:
     return [k for k, step in enumerate(STEPS) if any(named(step, line) for line in FIRST_STEPS)]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def workdir(tmp_path_factory):
-    """An empty directory with the repository's instance sets, as a checkout has them."""
+    """An empty directory with the repository's instance sets, as a checkout has them.
+
+    Session-scoped: under xdist the worker that runs the walk-through's group also runs
+    other modules' tests between its steps, and a module-scoped directory would be made
+    anew (empty) after each of them."""
     where = tmp_path_factory.mktemp("readme")
     (where / "instances").symlink_to(ROOT / "instances")
     return where
