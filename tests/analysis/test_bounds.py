@@ -181,6 +181,15 @@ def test_lower_bounds_report_the_best_and_its_source():
     assert report["incumbent"] is not None and report["best"] <= report["incumbent"]
 
 
+def test_lower_bounds_on_p1_without_the_solver_are_the_closed_forms():
+    inst = p1_instance(random_layered_literature(30, seed=0), 0.8)
+    quick = lower_bounds(inst, solver=False)
+    by_name = {b["name"]: b for b in quick["bounds"]}
+    assert set(by_name) == {"every_op_once", "cut"}
+    assert by_name["every_op_once"]["value"] <= by_name["cut"]["value"] == quick["best"]
+
+
+@pytest.mark.slow  # 20 s of the solver; the bounds themselves are tests/problems/p1/test_relax.py's
 def test_lower_bounds_on_p1_list_the_bounds_over_every_schedule():
     """P1: every op once, BD.B7, BD.B10 and the boundary relaxation, each at most what
     the solver's proven optimum costs (its class is a part of P1)."""

@@ -140,6 +140,7 @@ def test_closure_bound_brings_back_what_recomputations_read():
     assert result.objective is not None and closure.value <= result.objective
 
 
+@pytest.mark.slow  # its rounds double from 1 ms up to the proofs; the chain itself is in the test above
 def test_a_chain_cut_short_runs_again_with_twice_the_time(monkeypatch):
     """BD.B11: with a first limit far too short for HiGHS, a round that no try raises runs
     again with the limit doubled, the chain itself first, until every try is proven; the
