@@ -240,6 +240,7 @@ class TimedClass:
     recompute_after_previous: bool = False  # P3.L4
     free_before_ready: bool = True  # a copy nobody reads may go at its allocation (K3: at ready)
     move_inputs: bool = True  # graph inputs may be transferred
+    rewrites: bool = True  # a run may rewrite a copy of one of its outputs in place (EV.E1.2)
 
 
 #: OR.T6a: the oracle's own class (3 runs per op, 2 transfers per tensor and memory).
@@ -249,14 +250,16 @@ EVERY_SCHEDULE = TimedClass()
 #: the evaluator does not ask (it lets an output be freed at the run's start).
 EVERY_HELD = TimedClass(free_before_ready=False)
 #: OR.T6b: class P3.K3 with its defaults (p3_problem.md).
-K3 = TimedClass(max_runs=2, max_transfers=1, recompute_after_previous=True, free_before_ready=False)
+K3 = TimedClass(max_runs=2, max_transfers=1, recompute_after_previous=True, free_before_ready=False,
+               rewrites=False)
 
 
 def p2_cpsat_class(max_computes: int = 2, max_prefetches: int = 1) -> TimedClass:
     """OR.T6c: the P2 CP-SAT model's class (p2_cpsat.md, not staged, offload_inputs off)."""
     assert max_prefetches == 1  # one offload, one prefetch: one transfer into each memory
     return TimedClass(max_runs=max_computes, max_transfers=1, fixed_order=True, optimizer_rule=True,
-                      recompute_after_previous=True, free_before_ready=False, move_inputs=False)
+                      recompute_after_previous=True, free_before_ready=False, move_inputs=False,
+                      rewrites=False)
 
 
 #: No completion: an estimate at least this large prunes the node.
@@ -605,38 +608,44 @@ class _TimedSearch:
             earliest = max(earliest, node.recompute_end)
         if again and cls.recompute_after_previous:
             earliest = max(earliest, node.max_end[u])
-        outs = []
+        fresh = []  # outputs with no copy in m: a new copy
+        going = []  # outputs whose copy in m is on its way out: a new one after it goes, or none
         for t in v.writes[u]:
             slot = t * v.nm + m
-            if slot in node.live:
-                continue  # EV.E1.2: rewritten, no new copy
             if slot in node.dying:
-                earliest = max(earliest, node.dying[slot])
-            outs.append(slot)
-        if again and not outs:
-            return []
+                going.append(slot)
+            elif slot not in node.live:  # a live copy is rewritten, no new one (EV.E1.2)
+                fresh.append(slot)
+            elif not cls.rewrites:
+                return []  # the models keep one copy of a tensor in a memory at a time
         pinned = bool(run[4]) and v.modelled and bool(v.reads_persistent[u]) and all(
             self.pins.get(t) == m for t in v.reads_persistent[u])
         cycles, energy = (run[2], run[3]) if pinned else (run[0], run[1])
         # OR.T3: each copy read may be read for the last time; each new copy may be dropped unread
         in_choices = [(True,) if not self._useful_after(node, slot, u) else (False, True) for slot in ins]
-        out_choices = [(False, True) if self.useful(node, slot // v.nm, m) else (True,) for slot in outs]
         found = []
-        for drop in itertools.product(*out_choices):
-            if again and all(drop):
-                continue  # a recomputation nobody reads
-            new: dict[int, int] = {}
-            for slot, d in zip(outs, drop, strict=True):
-                if not d or not cls.free_before_ready:
-                    new[m] = new.get(m, 0) + v.size[slot // v.nm]
-            start = self.fit(node, earliest, new)
-            if start is None:
-                continue
-            end = start + cycles
-            if self.limit is not None and end > self.limit:
-                continue
-            for last in itertools.product(*in_choices):
-                found.append(self._after_run(node, u, c, start, end, energy, ins, last, outs, drop))
+        for remake in itertools.product((True, False) if cls.rewrites else (True,), repeat=len(going)):
+            outs = fresh + [slot for slot, r in zip(going, remake, strict=True) if r]
+            kept = [node.dying[slot] for slot, r in zip(going, remake, strict=True) if not r]
+            if again and not outs:
+                continue  # a recomputation that makes nothing
+            first = max([earliest] + [node.dying[slot] for slot in outs if slot in node.dying])
+            out_choices = [(False, True) if self.useful(node, slot // v.nm, m) else (True,) for slot in outs]
+            for drop in itertools.product(*out_choices):
+                if again and all(drop):
+                    continue  # a recomputation nobody reads
+                new: dict[int, int] = {}
+                for slot, d in zip(outs, drop, strict=True):
+                    if not d or not cls.free_before_ready:
+                        new[m] = new.get(m, 0) + v.size[slot // v.nm]
+                start = self.fit(node, first, new)
+                if start is None or any(start >= free for free in kept):
+                    continue  # an old copy gone by the start is no rewrite: 'remake' covers it
+                end = start + cycles
+                if self.limit is not None and end > self.limit:
+                    continue
+                for last in itertools.product(*in_choices):
+                    found.append(self._after_run(node, u, c, start, end, energy, ins, last, outs, drop))
         return found
 
     def _useful_after(self, node: _Node, slot: int, u: int) -> bool:
