@@ -126,10 +126,12 @@ def test_the_first_steps_run_in_order(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("readme")  # the steps read each other's files: one worker, in order
-@pytest.mark.parametrize("step", range(len(STEPS)), ids=lambda k: f"{k}:{STEPS[k][1][:50]}")
-def test_readme_step(workdir, step):
-    run_step(workdir, step)
+def test_readme_walk_through(workdir):
+    """Every step, top to bottom, in one test: the steps read each other's files, so they
+    run on one xdist worker, in order (an xdist_group of parametrized steps was spread over
+    both workers in CI)."""
+    for step in range(len(STEPS)):
+        run_step(workdir, step)
 
 
 def run_step(workdir: Path, step: int) -> None:
