@@ -19,6 +19,7 @@ one exact backend each in turn; ``slow`` runs every backend on more instances.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -146,7 +147,12 @@ def timed_case(seed: int, problem: str) -> Instance:
         graph = layer_graph(rng, two_layers=cores == 1 and rng.random() < 0.5,
                             loss_value=problem == "P3" and rng.random() < 0.3)
     objective = Objective.LATENCY if seed % 2 == 0 else Objective.ENERGY
-    return timed_instance(graph, rng, Problem(problem), cores, objective, name=f"{problem}_case_{seed}")
+    instance = timed_instance(graph, rng, Problem(problem), cores, objective, name=f"{problem}_case_{seed}")
+    if objective is Objective.ENERGY and rng.random() < 0.3:  # POET's runtime limit, from tight to loose
+        every_op = sum(min(c.cycles for c in row.values()) for row in instance.costs.values())
+        limit = rng.randint(max(1, every_op // cores), 2 * every_op + 10)
+        instance = dataclasses.replace(instance, runtime_limit_cycles=limit)
+    return instance
 
 
 def timed_instance(graph: TrainingGraph, rng: random.Random, problem: Problem, cores: int,
