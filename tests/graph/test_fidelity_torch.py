@@ -114,7 +114,12 @@ def test_granularities_agree(model):
     )
 
 
-THIRD_PARTY_CASES = [(name, exporter, opset) for name, exporters in _load_script().THIRD_PARTY.items()
+#: The cases the default run exports (one per exporter, the quickest model); the rest are
+#: slow (minutes together: GPT-2, BERT and Llama through dynamo take most of it).
+DEFAULT_THIRD_PARTY = {("vit", "torchscript", 17), ("vit", "dynamo", 18)}
+THIRD_PARTY_CASES = [pytest.param(name, exporter, opset,
+                                  marks=() if (name, exporter, opset) in DEFAULT_THIRD_PARTY else pytest.mark.slow)
+                     for name, exporters in _load_script().THIRD_PARTY.items()
                      for exporter in exporters for opset in (17, 18)]
 
 
