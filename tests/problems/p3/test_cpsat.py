@@ -41,7 +41,7 @@ def solved(instance, **options):
 
 def test_latency_optimum_is_verified_and_beats_store_all():
     inst = small()
-    result = solved(inst, time_limit=60, workers=2)
+    result = solved(inst, time_limit=None, workers=2)
     assert result.status is Status.OPTIMAL and result.gap == 0
     assert result.objective == result.metrics.latency_cycles
     base = evaluate(inst, store_all_schedule(inst))
@@ -51,21 +51,21 @@ def test_latency_optimum_is_verified_and_beats_store_all():
 
 
 def test_energy_optimum_under_a_runtime_limit():
-    free = solved(small("energy"), time_limit=60, workers=2)
-    fast = solved(small("latency"), time_limit=60, workers=2)
+    free = solved(small("energy"), time_limit=None, workers=2)
+    fast = solved(small("latency"), time_limit=None, workers=2)
     assert free.status is Status.OPTIMAL and fast.status is Status.OPTIMAL
     # The ε-constraint: the energy optimum within the fastest schedule's latency costs at
     # least the unconstrained energy optimum, and keeps to the limit.
     limit = fast.metrics.latency_cycles
-    capped = solved(small("energy", runtime_limit_cycles=limit), time_limit=60, workers=2)
+    capped = solved(small("energy", runtime_limit_cycles=limit), time_limit=None, workers=2)
     assert capped.metrics.latency_cycles <= limit
     assert capped.objective >= free.objective
     assert capped.objective == capped.metrics.energy.total_pj
 
 
 def test_pinning_weights_saves_dram_energy():
-    pinned = solved(small("energy"), time_limit=60, workers=2)
-    unpinned = solved(small("energy"), time_limit=60, workers=2, allow_pin=False)
+    pinned = solved(small("energy"), time_limit=None, workers=2)
+    unpinned = solved(small("energy"), time_limit=None, workers=2, allow_pin=False)
     assert pinned.schedule.pinned and not unpinned.schedule.pinned
     assert pinned.objective < unpinned.objective
 
@@ -79,7 +79,7 @@ def test_small_sram_needs_recompute_or_offload():
     budget = need + (peak - need) // 3
     tight = small(sram_budget=budget)
     assert not evaluate(tight, store_all_schedule(tight)).feasible
-    result = solved(tight, time_limit=60, workers=2)
+    result = solved(tight, time_limit=None, workers=2)
     assert result.metrics.recomputations + result.metrics.transfers > 0
     for core in tight.cores:
         assert result.metrics.peak_bytes[core.memory] <= budget
@@ -95,14 +95,14 @@ def test_an_sram_that_no_op_fits_is_infeasible_with_the_minimum():
 def test_weighted_objective_matches_the_evaluator():
     inst = small("weighted")
     assert {"latency_ref_cycles", "energy_ref_pj"} <= set(inst.meta)
-    result = solved(inst, time_limit=60, workers=2)
+    result = solved(inst, time_limit=None, workers=2)
     assert isinstance(result.objective, float) and result.objective <= 1.0
     assert result.bound is not None and result.bound <= result.objective
 
 
 def test_colocating_layers_never_beats_the_free_allocation():
-    free = solved(small(depth=2), time_limit=60, workers=2)
-    layer = solved(small(depth=2), time_limit=60, workers=2, colocate="layer")
+    free = solved(small(depth=2), time_limit=None, workers=2)
+    layer = solved(small(depth=2), time_limit=None, workers=2, colocate="layer")
     assert free.objective <= layer.objective
     graph = small(depth=2).graph
     first = {}
@@ -192,10 +192,10 @@ def test_interchangeable_cores_put_the_first_op_on_the_first_core_and_map_the_hi
     assert evaluate(inst, mirrored).latency_cycles == evaluate(inst, base).latency_cycles
     model = P3CpModel(data)
     assert model.add_hint(mirrored) == P3CpModel(data).add_hint(base)
-    result = solved(inst, time_limit=60, workers=2, hint=mirrored)
+    result = solved(inst, time_limit=None, workers=2, hint=mirrored)
     assert result.status is Status.OPTIMAL
     assert {r.core for r in result.schedule.ops if r.op == first_op} == {"pe_0"}
-    assert result.objective == solve(inst, "milp", time_limit=60).objective
+    assert result.objective == solve(inst, "milp", time_limit=None).objective
 
 
 def test_small_graphs_prove_with_the_search_without_lp_larger_ones_keep_the_lower_bound_search():
@@ -204,10 +204,10 @@ def test_small_graphs_prove_with_the_search_without_lp_larger_ones_keep_the_lowe
     lower-bound search, whose bound is the higher one there.  A caller's params win."""
     inst = small(depth=2)
     assert len(inst.graph.ops) <= SMALL_OPS
-    result = solved(inst, time_limit=60, workers=2)
+    result = solved(inst, time_limit=None, workers=2)
     assert result.stats["search"] == "no_lp" and result.status is Status.OPTIMAL
     # The same optimum with the lower-bound search, asked for by name.
-    other = solved(inst, time_limit=60, workers=2, params={"extra_subsolvers": ["objective_lb_search"]})
+    other = solved(inst, time_limit=None, workers=2, params={"extra_subsolvers": ["objective_lb_search"]})
     assert other.status is Status.OPTIMAL and other.objective == result.objective
     assert other.stats["search"] == "objective_lb_search"
     large = small(depth=8)

@@ -107,7 +107,7 @@ def file_optimum(path) -> float:
 # ============================================================== the MLP cases
 def test_latency_optimum_through_solve_beats_store_all():
     inst = mlp()
-    result = solve(inst, "milp", time_limit=60, workers=WORKERS)
+    result = solve(inst, "milp", time_limit=None, workers=WORKERS)
     assert result.metrics.feasible and result.status is Status.OPTIMAL and result.gap == 0
     assert result.stats["model"] == "p3_milp"
     base = evaluate(inst, store_all_schedule(inst))
@@ -117,22 +117,22 @@ def test_latency_optimum_through_solve_beats_store_all():
 
 
 def test_energy_under_a_runtime_limit():
-    free = milp(mlp("energy"), time_limit=60)
-    fast = milp(mlp("latency"), time_limit=60)
+    free = milp(mlp("energy"), time_limit=None)
+    fast = milp(mlp("latency"), time_limit=None)
     assert free.status is fast.status is Status.OPTIMAL
     limit = fast.objective
     limited = mlp("energy", runtime_limit_cycles=limit)
-    capped = milp(limited, time_limit=60)
+    capped = milp(limited, time_limit=None)
     assert capped.status is Status.OPTIMAL
     assert evaluate(limited, capped.schedule).latency_cycles <= limit
     assert capped.objective >= free.objective
-    too_tight = milp(mlp("energy", runtime_limit_cycles=limit - 1), time_limit=60)
+    too_tight = milp(mlp("energy", runtime_limit_cycles=limit - 1), time_limit=None)
     assert too_tight.status is Status.INFEASIBLE and "runtime limit" in too_tight.message
 
 
 def test_weighted_objective_claims_the_evaluators_value():
     inst = mlp("weighted")
-    result = solve(inst, "milp", time_limit=60, workers=WORKERS)
+    result = solve(inst, "milp", time_limit=None, workers=WORKERS)
     assert result.metrics.feasible and result.status is Status.OPTIMAL
     assert isinstance(result.objective, float) and result.objective <= 1.0
 
@@ -146,8 +146,8 @@ def test_an_sram_that_no_op_fits_is_infeasible_with_the_minimum():
 
 def test_colocating_layers_never_beats_the_free_allocation():
     build = lambda: dag(6, 1)  # a layer is a rank of the DAG
-    free = milp(build(), time_limit=30)
-    layer = milp(build(), time_limit=30, colocate="layer")
+    free = milp(build(), time_limit=None)
+    layer = milp(build(), time_limit=None, colocate="layer")
     assert free.status is layer.status is Status.OPTIMAL
     assert layer.objective > free.objective
     first = {}
@@ -162,7 +162,7 @@ def test_colocating_layers_never_beats_the_free_allocation():
 
 def test_heterogeneous_cores():
     inst = mlp(hw=preset("hetero_quad"))
-    result = milp(inst, time_limit=30, allow_pin=False, max_computes=1)
+    result = milp(inst, time_limit=None, allow_pin=False, max_computes=1)
     assert result.status is Status.OPTIMAL
     assert result.objective <= evaluate(inst, store_all_schedule(inst)).latency_cycles
     assert not result.schedule.pinned
@@ -172,7 +172,7 @@ def test_heterogeneous_cores():
 def test_a_budget_below_store_all_still_has_a_schedule():
     inst = dag(5, 4, capacity=15)  # every op fits in 15 bytes; store-all needs 16 on a core
     assert not evaluate(inst, store_all_schedule(inst)).feasible
-    result = milp(inst, time_limit=30)
+    result = milp(inst, time_limit=None)
     assert result.status is Status.OPTIMAL
     assert result.stats["transfers"] + result.stats["recomputations"] > 0
     peaks = evaluate(inst, result.schedule).peak_bytes
@@ -181,8 +181,8 @@ def test_a_budget_below_store_all_still_has_a_schedule():
 
 def test_a_recomputation_may_run_while_the_first_computation_runs():
     """K1 read as the evaluator numbers runs (by start): a computed on both cores at once."""
-    wide = milp(fork(), time_limit=30, recompute_after_first=False)
-    narrow = milp(fork(), time_limit=30)  # K3's L4, the default
+    wide = milp(fork(), time_limit=None, recompute_after_first=False)
+    narrow = milp(fork(), time_limit=None)  # K3's L4, the default
     assert wide.status is narrow.status is Status.OPTIMAL
     assert (wide.objective, narrow.objective) == (10, 13)
     runs = sorted((r.start, r.core) for r in wide.schedule.ops if r.op == "a")
@@ -191,7 +191,9 @@ def test_a_recomputation_may_run_while_the_first_computation_runs():
 
 @pytest.mark.parametrize("n, seed, capacity, objective, options", [
     (4, 1, 20, "latency", {}),
-    (5, 4, 15, "latency", {}),
+    # The MILP takes about 10 s to prove this one; test_a_budget_below_store_all_still_has_a_schedule
+    # proves it in the default run, and the agreement with CP-SAT is the slow tier's.
+    pytest.param(5, 4, 15, "latency", {}, marks=pytest.mark.slow),
     (3, 8656, 13, "latency", {"max_transfers": 2}),
     (4, 7090, 21, "energy", {"max_computes": 3}),
     (5, 3374, 13, "latency", {"allow_offload": False}),
@@ -201,16 +203,16 @@ def test_milp_and_cpsat_agree_on_tiny_dags(n, seed, capacity, objective, options
 
     static = 1500 if objective == "energy" else 0
     inst = dag(n, seed, capacity, objective, static=static)
-    exact = check_counts(inst, solve_p3_cpsat(inst, workers=WORKERS, time_limit=30, **options))
-    mine = milp(inst, time_limit=30, recompute_after_first=True, **options)
+    exact = check_counts(inst, solve_p3_cpsat(inst, workers=WORKERS, time_limit=None, **options))
+    mine = milp(inst, time_limit=None, recompute_after_first=True, **options)
     assert exact.status is mine.status is Status.OPTIMAL
     assert exact.objective == mine.objective
 
 
 def test_cbc_agrees_with_highs():
     inst = dag(4, 2, capacity=19)
-    highs = milp(inst, time_limit=30)
-    cbc = milp(inst, time_limit=30, milp_solver="cbc")
+    highs = milp(inst, time_limit=None)
+    cbc = milp(inst, time_limit=None, milp_solver="cbc")
     assert highs.status is cbc.status is Status.OPTIMAL
     assert highs.objective == cbc.objective
 
@@ -218,7 +220,7 @@ def test_cbc_agrees_with_highs():
 # ================================================================== machinery
 def test_a_solution_reads_back_as_a_warm_start():
     inst = dag(4, 2, capacity=19)
-    result = milp(inst, time_limit=30)
+    result = milp(inst, time_limit=None)
     model = P3Milp(p3_data(inst), horizon=result.objective)
     assert start_values(model, result.schedule) is not None
     assert pulp.value(model.primary) == result.objective
@@ -255,14 +257,12 @@ def test_export_and_option_errors(tmp_path):
        objective=st.sampled_from(["latency", "energy"]))
 def test_property_cpsat_and_milp_reach_the_same_optimum(n, seed, tight, objective):
     """On random tiny two-core DAGs, both P3 backends prove the same optimum over K3."""
-    from hypothesis import assume
-
     from monet_ilp.problems.p3.cpsat import solve_p3_cpsat
 
     roomy = dag(n, seed, objective=objective, static=1500 if objective == "energy" else 0)
     need = p3_data(roomy).min_sram_bytes()
     inst = dag(n, seed, need + (2 if tight else 40), objective, static=1500 if objective == "energy" else 0)
-    exact = check_counts(inst, solve_p3_cpsat(inst, workers=WORKERS, time_limit=30))
-    mine = milp(inst, time_limit=30, hint=exact.schedule)
-    assume(exact.status is Status.OPTIMAL and mine.status is Status.OPTIMAL)
+    exact = check_counts(inst, solve_p3_cpsat(inst, workers=WORKERS, time_limit=None))
+    mine = milp(inst, time_limit=None, hint=exact.schedule)
+    assert exact.status is Status.OPTIMAL and mine.status is Status.OPTIMAL
     assert exact.objective == mine.objective
