@@ -95,36 +95,54 @@ def test_the_placement_milp_is_below_the_optimum_where_the_pins_split():
         assert placed.value >= 0.99 * best.objective  # 41,047 against 41,111 at 512 KiB
 
 
-def test_the_tail_rows_lift_the_placement_milp_to_the_optimum_on_one_core():
+def one_core_512k():
+    return make_instance(zoo.mlp(depth=2), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P3",
+                         objective="latency", sram_budget=512 * 1024)
+
+
+def mlp6_two_cores():
+    return make_instance(zoo.mlp(depth=6), preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3",
+                         objective="latency")
+
+
+def resnet18_3mib():
+    return make_instance(zoo.resnet18(batch=1), preset("edge_tpu", n_pe_x=2, n_pe_y=2), problem="P3",
+                         objective="latency", sram_budget=3 * 2**20)
+
+
+@pytest.mark.parametrize(("inst", "closes"), [
+    pytest.param(one_core_512k, True, id="mlp2_one_core"),
+    pytest.param(pins_split, False, id="split_pins"),
+    pytest.param(mlp6_two_cores, False, id="mlp6_two_cores", marks=pytest.mark.slow),  # CP-SAT's proof: 10 s
+])
+def test_the_tail_rows_lift_the_placement_milp_to_the_optimum_on_one_core(inst, closes):
     """BD.B12.10: what runs after an op's earliest end must fit on the cores between it
     and the makespan.  On mlp depth 2 on one core at 512 KiB that closes BD.B12 on
     CP-SAT's proven optimum; on the split-pin MLP and mlp depth 6 on two cores it lifts
     it, and stays below the optimum."""
-    one_core = make_instance(zoo.mlp(depth=2), preset("edge_tpu", n_pe_x=1, n_pe_y=1), problem="P3",
-                             objective="latency", sram_budget=512 * 1024)
-    deeper = make_instance(zoo.mlp(depth=6), preset("edge_tpu", n_pe_x=2, n_pe_y=1), problem="P3",
-                           objective="latency")
-    for inst, closes in ((one_core, True), (pins_split(), False), (deeper, False)):
-        data = p3_data(inst)
-        plain = placement_path_bound(data, tails=False).value
-        tailed = placement_path_bound(data).value
-        best = solve(inst, "cpsat", time_limit=None, workers=2)
-        assert best.status is Status.OPTIMAL
-        assert plain < tailed <= best.objective
-        assert (tailed == best.objective) is closes
+    inst = inst()
+    data = p3_data(inst)
+    plain = placement_path_bound(data, tails=False).value
+    tailed = placement_path_bound(data).value
+    best = solve(inst, "cpsat", time_limit=None, workers=2)
+    assert best.status is Status.OPTIMAL
+    assert plain < tailed <= best.objective
+    assert (tailed == best.objective) is closes
 
 
-def test_the_placement_milp_holds_for_random_decoded_schedules():
+@pytest.mark.parametrize(("inst", "draws"), [
+    pytest.param(pins_split, 300, id="split_pins"),
+    pytest.param(resnet18_3mib, 30, id="resnet18", marks=pytest.mark.slow),  # 30 decodings: 10 s
+])
+def test_the_placement_milp_holds_for_random_decoded_schedules(inst, draws):
     """BD.B12 against every random decoding the evaluator accepts (pins, recomputations,
     offloads, layers on either core), on the split-pin MLP and on ResNet-18 at 3 MiB."""
-    resnet = make_instance(zoo.resnet18(batch=1), preset("edge_tpu", n_pe_x=2, n_pe_y=2), problem="P3",
-                           objective="latency", sram_budget=3 * 2**20)
-    for inst, draws in ((pins_split(), 300), (resnet, 30)):
-        bound = placement_path_bound(p3_data(inst))
-        assert bound.value is not None and bound.value > pinned_path_bound(p3_data(inst))
-        latencies = random_latencies(inst, draws, seed=5)
-        assert len(latencies) >= draws // 4
-        assert min(latencies) >= bound.value
+    inst = inst()
+    bound = placement_path_bound(p3_data(inst))
+    assert bound.value is not None and bound.value > pinned_path_bound(p3_data(inst))
+    latencies = random_latencies(inst, draws, seed=5)
+    assert len(latencies) >= draws // 4
+    assert min(latencies) >= bound.value
 
 
 def test_a_latency_backend_reports_the_placement_milp_as_its_floor():
