@@ -53,10 +53,10 @@ def test_steps_improve_the_start_and_every_schedule_is_verified(monkeypatch):
     inst = mlp4()
     start = baseline_schedules(inst)[0]
     deterministic_steps(monkeypatch, 0.2)
-    result = solve(inst, "lns", time_limit=None, workers=1, steps=12)
+    result = solve(inst, "lns", time_limit=None, workers=1, steps=6)
     assert verified(inst, result) is not None and result.status is Status.FEASIBLE
     stats = result.stats
-    assert stats["steps"] == 12 and stats["start_objective"] == start[1]
+    assert stats["steps"] == 6 and stats["start_objective"] == start[1]
     assert result.objective < start[1] and stats["improving_steps"] >= 1
     # The trajectory only goes down, and ends at the returned objective.
     values = [v for _, v in stats["trajectory"]]
