@@ -78,6 +78,7 @@ def test_with_every_recomputation_settled_at_the_longest_window_the_steps_go_on(
     assert result.stats["steps"] == 60 and result.stats["last_window"] <= 10
 
 
+@pytest.mark.slow  # the interval model's proof and three 30-s steps; the steps themselves are tested above
 def test_a_window_over_the_whole_plan_proves_the_class_optimum():
     inst = p1_instance(random_layered_literature(20, seed=0), 0.9)
     exact = solve_interval(inst, time_limit=None, max_computes=2)
