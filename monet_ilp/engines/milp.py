@@ -57,6 +57,20 @@ def safe_ceil(value: float) -> int:
     return math.ceil(value - 1e-6 - 1e-7 * abs(value))
 
 
+def bound_ceil(value: float) -> int:
+    """A HiGHS bound on an integer objective rounded up: to the nearest integer within a
+    relative 1e-9 of it (float noise, either side), else up after 1e-6.
+
+    Unlike :func:`safe_ceil` it gives up nothing on large values (1.6e9 cycles: safe_ceil
+    loses about 160), and an overshoot such as ``1430462988.000001`` still gives the
+    integer below.
+    """
+    nearest = round(value)
+    if abs(value - nearest) <= 1e-9 * max(1.0, abs(value)):
+        return int(nearest)
+    return math.ceil(value - 1e-6)
+
+
 @dataclass(eq=False)
 class SparseMilp:
     """``min cost·x + offset  s.t.  row_lb <= A x <= row_ub,  col_lb <= x <= col_ub``,

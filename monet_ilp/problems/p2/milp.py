@@ -21,7 +21,7 @@ import pulp
 from monet_ilp.engines import default_workers
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.export import export_path
-from monet_ilp.engines.milp import check_solver, safe_ceil
+from monet_ilp.engines.milp import bound_ceil, check_solver
 from monet_ilp.engines.pulp_models import export_problem, solve_pulp
 from monet_ilp.errors import MonetError
 from monet_ilp.instance import Instance, Objective
@@ -289,7 +289,7 @@ class P2StageMilp:
         """A bound on the primary objective from one on the solver's objective."""
         if bound is None:
             return None
-        return safe_ceil((bound - self.moves_max) / self.weight)
+        return bound_ceil((bound - self.moves_max) / self.weight)
 
     # ------------------------------------------------------------ solutions
     def plan(self) -> _Plan:

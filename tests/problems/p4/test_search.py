@@ -36,7 +36,7 @@ def test_gpt2_medium_on_two_nodes_is_verified_and_bounded():
     assert result.status in ("optimal", "feasible") and result.metrics.feasible
     again = evaluate_plan(model, cluster, result.plan)
     assert again.time_s == result.value
-    assert work_bound(model, cluster, 256) <= result.bound <= result.value
+    assert work_bound(model, cluster, 256) <= result.bound <= result.value * (1 + 1e-9)  # float noise (BD.C1)
     assert result.gap <= 0.02
     rng = random.Random(3)
     for plan in random_plans(model, cluster, 256, rng, 60):
@@ -50,7 +50,7 @@ def test_energy_objective_and_an_edge_mesh():
     cluster = edge_tpu_mesh(chips=4)
     result = plan_search(model, cluster, global_batch=8, objective="energy", time_limit=30)
     assert result.metrics is not None and result.metrics.feasible
-    assert result.bound <= result.value == result.metrics.energy_j
+    assert result.bound <= result.value * (1 + 1e-9) and result.value == result.metrics.energy_j
 
 
 def test_cli_plan_and_layer_memory(tmp_path, capsys):

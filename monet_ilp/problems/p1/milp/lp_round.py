@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.engines.milp import safe_ceil
+from monet_ilp.engines.milp import bound_ceil
 from monet_ilp.problems.p1.data import check_p1
 from monet_ilp.problems.p1.milp.rounding import BUDGET_FRACTIONS, THRESHOLDS, sequence_of_plan
 from monet_ilp.problems.p1.milp.solve import (
@@ -94,7 +94,7 @@ def solve_lp_rounding(instance: Instance, *, time_limit: float | None = None,
     bound = None
     if run.status == "optimal" and run.objective is not None:
         stats["lp_bound"] = run.objective
-        bound = safe_ceil(run.objective)
+        bound = bound_ceil(run.objective)
     fractions = tuple(opts.extra.get("budget_fractions", BUDGET_FRACTIONS))
     if fractions[:1] != (1.0,):
         fractions = (1.0,) + fractions

@@ -22,7 +22,7 @@ from monet_ilp.engines.cbc import run_cbc
 from monet_ilp.engines.deadline import Deadline, OutOfTime
 from monet_ilp.engines.export import export_path, write_model
 from monet_ilp.engines.highs import run_highs
-from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, SparseMilp, check_solver, safe_ceil
+from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, SparseMilp, bound_ceil, check_solver
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified
 from monet_ilp.problems.p1.cpsat import min_budget
@@ -483,7 +483,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
                                                                       deadline=deadline))
         if lp.status == "optimal" and lp.objective is not None:
             stats["lp_bound"] = lp.objective
-            lp_ceiling = safe_ceil(lp.objective)
+            lp_ceiling = bound_ceil(lp.objective)
             lp_values = lp.values
     start = None
     if opts.warm_start:
@@ -497,7 +497,7 @@ def solve_milp(instance: Instance, *, time_limit: float | None = None, workers: 
     stats["solver_status"] = run.detail
     bound = None
     if run.bound is not None:
-        bound = safe_ceil(run.bound)
+        bound = bound_ceil(run.bound)
     if lp_ceiling is not None:
         bound = lp_ceiling if bound is None else max(bound, lp_ceiling)
     if run.status == "infeasible":

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.engines import default_workers
 from monet_ilp.engines.deadline import Deadline, OutOfTime
-from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, check_solver, safe_ceil
+from monet_ilp.engines.milp import INTEGER_GAP, SolverRun, bound_ceil, check_solver
 from monet_ilp.engines.pulp_models import export_problem, solve_pulp
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import best_verified, evaluate
@@ -385,7 +385,7 @@ def _bound(data: P3Data, milp: float | None, lp: float | None,
         if data.objective is Objective.WEIGHTED:
             found.append(best / weighted_scale(data) * (1 - 1e-12))
         else:
-            found.append(safe_ceil(best))
+            found.append(bound_ceil(best))
     if floor is not None:
         found.append(floor)
     return max(found, default=None)
