@@ -30,11 +30,16 @@ from monet_ilp.engines.export import write_model
 from monet_ilp.engines.milp import SolverRun, SparseMilp, trivial_run
 from monet_ilp.errors import MonetError
 
-__all__ = ["GRACE_S", "CbcRun", "cbc_path", "run_cbc", "run_cbc_binary"]
+__all__ = ["GRACE_S", "PREPROCESS_INFEASIBLE", "CbcRun", "cbc_path", "run_cbc", "run_cbc_binary"]
 
 #: Seconds CBC may run past the deadline before it is killed (it was told to stop a
 #: little before: ``Deadline.wrap_up``).
 GRACE_S = 0.5
+
+#: What CBC's log says when its pre-processing finds the model infeasible: not a proof
+#: (a time limit that stops the cut generators leaves this line on a feasible model), so
+#: :func:`run_cbc` runs CBC again without pre-processing.
+PREPROCESS_INFEASIBLE = "Pre-processing says infeasible"
 
 #: Seconds per nonzero that writing a model as MPS took last (first guess: 2 µs, a
 #: loaded 2-core machine); a write, which cannot be interrupted, is not started without
@@ -92,6 +97,12 @@ def run_cbc(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
                 for i, (name, value) in enumerate(zip(names, values, strict=True))))
         run = run_cbc_binary(run_mps, relax=relax, threads=threads, deadline=deadline,
                              gap_abs=None if relax else gap_abs, start=start_file, log=log)
+        if not relax and not run.killed and PREPROCESS_INFEASIBLE in run.log:
+            # CBC's pre-processing says "infeasible" when the time limit cuts its cut
+            # generators short (and, in some releases, on feasible models): the claim
+            # stands only if the search without pre-processing proves it.
+            run = run_cbc_binary(run_mps, relax=False, threads=threads, deadline=deadline,
+                                 gap_abs=gap_abs, start=start_file, log=log, preprocess=False)
     seconds = time.perf_counter() - began
     if run.killed:
         return SolverRun("limit", seconds=seconds,
@@ -138,6 +149,10 @@ def _outcome(milp: SparseMilp, run: CbcRun, *, relax: bool, seconds: float) -> S
     has_solution = status == "Optimal" or (len(first) >= 5 and first[4] == "objective")
     if status == "Optimal" or result.startswith("optimal"):
         return SolverRun("optimal", values, value, value, seconds, result or "optimal")
+    if PREPROCESS_INFEASIBLE in run.log:
+        return SolverRun("limit", None, None, None, seconds,
+                         "CBC's pre-processing said infeasible (not a proof: a time limit "
+                         "stops it so)")
     if status in ("Infeasible", "Integer") or "infeasible" in result:
         return SolverRun("infeasible", seconds=seconds, detail=result or status.lower())
     bound = _bound(run.log)
@@ -182,11 +197,13 @@ class CbcRun:
 
 
 def run_cbc_binary(mps: Path, *, relax: bool, threads: int, deadline: Deadline,
-                   gap_abs: float | None, start: Path | None = None, log: bool = False) -> CbcRun:
+                   gap_abs: float | None, start: Path | None = None, log: bool = False,
+                   preprocess: bool = True) -> CbcRun:
     """Run the CBC binary on an MPS file by ``deadline``; killed :data:`GRACE_S` s past it.
 
     ``start`` is a CBC solution file to start from (``-mips``); ``relax`` solves the LP
-    (``-initialSolve``) instead of the MILP (``-solve``).  CBC writes its log and its
+    (``-initialSolve``) instead of the MILP (``-solve``); ``preprocess=False`` turns CBC's
+    pre-processing off (``-preprocess off``).  CBC writes its log and its
     solution next to ``mps``.
     """
     began = time.perf_counter()
@@ -198,6 +215,8 @@ def run_cbc_binary(mps: Path, *, relax: bool, threads: int, deadline: Deadline,
     if left is not None:
         args += ["-sec", f"{left:.3f}"]
     args += ["-timeMode", "elapsed", "-threads", str(int(threads))]
+    if not preprocess:
+        args += ["-preprocess", "off"]
     if not relax:
         args += ["-ratio", "0"] + ([] if gap_abs is None else ["-allow", repr(float(gap_abs))])
     args += ["-solve" if not relax else "-initialSolve", "-printingOptions", "all",

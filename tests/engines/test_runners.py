@@ -102,6 +102,36 @@ def test_cbc_is_killed_past_the_deadline(monkeypatch):
     assert run.status == "limit" and run.values is None and "CBC killed" in run.detail
 
 
+def parity() -> SparseMilp:
+    """2x + 2y + 2z = 3 over binaries: the LP is feasible, no integer point is; CBC's
+    pre-processing finds it (and says "infeasible" the same way when a time limit stops it
+    on a feasible model)."""
+    return SparseMilp.of(cost=[1, 1, 1], col_lb=[0, 0, 0], col_ub=[1, 1, 1], row_lb=[3],
+                         row_ub=[3], start=[0, 3], index=[0, 1, 2], value=[2, 2, 2],
+                         integer=[True] * 3, col_names=["x", "y", "z"], row_names=["odd"])
+
+
+def test_cbc_pre_processings_infeasible_is_no_proof_until_the_search_without_it_agrees(
+        monkeypatch, tmp_path):
+    milp = parity()
+    write_model(milp, tmp_path / "parity.mps")
+    first = cbc.run_cbc_binary(tmp_path / "parity.mps", relax=False, threads=1,
+                               deadline=Deadline(60), gap_abs=None)
+    assert cbc.PREPROCESS_INFEASIBLE in first.log
+    alone = cbc._outcome(milp, first, relax=False, seconds=first.seconds)
+    assert alone.status == "limit" and "not a proof" in alone.detail
+    runs = []
+    real = cbc.run_cbc_binary
+
+    def recorded(*args, **kwargs):
+        runs.append(kwargs.get("preprocess", True))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(cbc, "run_cbc_binary", recorded)
+    proved = cbc.run_cbc(milp, deadline=Deadline(60))
+    assert proved.status == "infeasible" and runs == [True, False]
+
+
 def test_highs_options_reach_highs():
     run = highs.run_highs(tiny(), options={"mip_feasibility_tolerance": 1e-7})
     assert run.status == "optimal"
