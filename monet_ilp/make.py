@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.graph.analysis import store_all_peak
+from monet_ilp.graph.fusion import FusionPlan, tile_graph
 from monet_ilp.hardware.cost import can_run, op_cost
 from monet_ilp.hardware.model import OpCost
 from monet_ilp.hardware.schema import parse_size
@@ -168,6 +169,7 @@ def make_instance(
     alpha: float = 0.5,
     runtime_limit_cycles: int | None = None,
     name: str | None = None,
+    fusion: FusionPlan | None = None,
 ) -> Instance:
     """Build an instance of problem class P1, P2 or P3.
 
@@ -195,6 +197,11 @@ def make_instance(
         P1/P2: the core to use (default: the first).
     runtime_limit_cycles
         With the energy objective: the latency limit (POET's runtime constraint).
+    fusion
+        A layer-fusion plan (``formulations/fusion.md``): the instance is built over the
+        tiled graph (FU.T), with ``meta["fusion"]`` recording the plan.  Budgets given as a
+        fraction are of the untiled graph's store-all peak, so a budget means the same
+        bytes with and without fusion.
     """
     problem = _enum_arg(Problem, problem, "problem")
     default_objective = Objective.COMPUTE if problem is Problem.P1 else Objective.LATENCY
@@ -206,6 +213,9 @@ def make_instance(
         inst = p1_instance(graph, 0.8 if budget is None else budget, name=name)
         return _replace(inst, objective=objective, runtime_limit_cycles=runtime_limit_cycles, alpha=alpha)
 
+    if fusion is not None and fusion.fused and hardware is None:
+        raise MonetError("a fusion plan needs a hardware description to cost its tiles", field="fusion",
+                         fix="pass --hw PRESET or a YAML file")
     if any(op.cost is not None for op in graph.ops):  # only node-link ops carry a supplied cost
         raise MonetError("this graph carries its own costs (a node-link graph); the cost model cannot "
                          "cost its ops", field="hardware", fix="build a P1 instance without --hw")
@@ -255,6 +265,8 @@ def make_instance(
     if problem is Problem.P2 and not links:
         raise MonetError(f"no link joins {chosen[0].sram} and {offload}", field="links",
                          fix="describe a link between the core's SRAM and the offload memory")
+    if fusion is not None:
+        graph = tile_graph(graph, fusion)  # FU.T: the stacks' tiles are the ops from here on
     costs: dict[str, dict[str, OpCost]] = {}
     pinned: dict[str, dict[str, OpCost]] = {}
     for op in graph.ops:

@@ -10,6 +10,7 @@ from rich.table import Table
 from monet_ilp.cli.hardware import load_hw
 from monet_ilp.cli.render import POSITIVE, err_console, import_options, show, working
 from monet_ilp.errors import MonetError
+from monet_ilp.graph.fusion import load_fusion
 from monet_ilp.graph.load import FILE, load_graph
 from monet_ilp.hardware.schema import parse_size
 from monet_ilp.instance import Problem
@@ -46,27 +47,34 @@ def instance() -> None:
 @click.option("--offload", type=click.Choice(["dram", "host"]), default="dram", show_default=True,
               help="P2: the memory activations are offloaded to.")
 @click.option("--runtime-limit", type=POSITIVE, help="Energy objective: latency limit in cycles.")
+@click.option("--fusion", "fusion_path", type=click.Path(dir_okay=False),
+              help="A layer-fusion plan (JSON or YAML, formulations/fusion.md): the stacks run tile by tile.")
 @import_options
 @click.option("--out", "-o", type=click.Path(dir_okay=False), required=True, help="Write the instance JSON here.")
 def instance_make(model: str | None, params: tuple[str, ...], graph_path: str | None, hw_source: str | None,
                   sets: tuple[str, ...], problem: str | None, budget: str | None, sram_budget: str | None,
                   objective: str | None, alpha: float, core: str | None, offload: str, runtime_limit: int | None,
-                  optimizer: str, granularity: str, dtype: str | None, out: str) -> None:
+                  fusion_path: str | None, optimizer: str, granularity: str, dtype: str | None,
+                  out: str) -> None:
     """Make an instance from a model (zoo or file), a hardware description and a budget."""
     g = graph_from(model, params, graph_path, optimizer, granularity, dtype)
+    fusion = load_fusion(fusion_path) if fusion_path else None
     hardware = load_hw(hw_source, sets) if hw_source else None
     sram = parse_size(sram_budget, field="--sram-budget") if sram_budget else None
     problem = problem or ("P3" if sram is not None else "P1")
     with working("costing ops"):
         inst = make_instance(g, hardware, problem=problem, budget=parse_budget(budget, field="--budget"),
                              sram_budget=sram, objective=objective, core=core, offload=offload, alpha=alpha,
-                             runtime_limit_cycles=runtime_limit)
+                             runtime_limit_cycles=runtime_limit, fusion=fusion)
     inst.save(out)
     table = Table(title=f"instance {inst.name}")
     table.add_column("quantity")
     table.add_column("value", justify="right")
     table.add_row("problem / objective", f"{inst.problem} / {inst.objective}")
     table.add_row("ops / tensors", f"{len(inst.graph.ops)} / {len(inst.graph.tensors)}")
+    if fusion is not None and fusion.fused:
+        table.add_row("fused stacks", "; ".join(f"{len(s.ops)} ops x {s.tiles} tiles ({s.axis})"
+                                                for s in fusion.fused))
     table.add_row("cores", ", ".join(c.id for c in inst.cores))
     for m in inst.memories:
         table.add_row(f"capacity {m.id}", human_bytes(m.capacity_bytes))

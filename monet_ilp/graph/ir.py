@@ -117,7 +117,10 @@ class Op:
     ``updates`` lists the inputs an optimizer op rewrites in place.  ``cost`` is a
     compute cost supplied by the source file (node-link graphs); it is ``None``
     when costs come from the hardware cost model.  ``members`` names the source
-    (ONNX) nodes fused into this op.
+    (ONNX) nodes fused into this op.  ``reads`` gives, for an input the op reads only in
+    part, the bytes it reads (a tile of a fused stack reads its rows of an input and the
+    halo rows of its neighbours' tiles, ``formulations/fusion.md`` FU.T3); an input not
+    listed is read whole.
     """
 
     id: str
@@ -133,9 +136,11 @@ class Op:
     dims: Mapping[str, int] = field(default_factory=dict)
     cost: float | None = None
     members: tuple[str, ...] = ()
+    reads: Mapping[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dims", MappingProxyType(dict(self.dims)))
+        object.__setattr__(self, "reads", MappingProxyType(dict(self.reads)))
 
     @property
     def is_backward(self) -> bool:
@@ -573,6 +578,8 @@ def _op_to_dict(op: Op) -> dict[str, Any]:
         data["cost"] = op.cost
     if op.members:
         data["members"] = list(op.members)
+    if op.reads:
+        data["reads"] = dict(op.reads)
     return data
 
 
@@ -635,4 +642,5 @@ def _op_from_dict(record: Any, i: int) -> Op:
         dims=dict(record.get("dims", {})),
         cost=record.get("cost"),
         members=tuple(record.get("members", ())),
+        reads={str(k): int(v) for k, v in dict(record.get("reads", {})).items()},
     )

@@ -239,10 +239,11 @@ def _traffic(op: Op, graph: TrainingGraph, pinned: bool) -> tuple[int, int, int,
     sram_r = sram_w = dram_r = dram_w = 0
     for t in dict.fromkeys(op.inputs):
         tensor = graph.tensor(t)
+        read = op.reads.get(t, tensor.bytes)  # a fused tile reads its rows and halo (FU.C2)
         if tensor.persistent and not pinned:
-            dram_r += tensor.bytes
+            dram_r += read
         else:
-            sram_r += tensor.bytes
+            sram_r += read
     for t in dict.fromkeys(op.outputs + op.updates):
         tensor = graph.tensor(t)
         if tensor.persistent and not pinned:
