@@ -669,6 +669,8 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
     # Events at one instant: frees first (a copy freed at t is gone for a run or
     # transfer starting at t), then allocations; a free that finds no copy is retried
     # after them, so a zero-cycle run's output can be freed at the instant it appears.
+    # A copy is written until its run or transfer ends (a rewrite, until the rewriting
+    # run ends), and a free before then is refused (EV.E1.4).
     events: list[tuple[int, int, int, Free | OpRun | Transfer]] = []
     for k, f in enumerate(schedule.frees):
         events.append((f.time, 0, k, f))
@@ -680,17 +682,33 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
 
     copies: dict[tuple[str, str], list[list[int]]] = {}
     open_copy: dict[tuple[str, str], list[int]] = {}
+    # (tensor, memory) -> (end, writer) of the last run or transfer writing the open copy
+    writing: dict[tuple[str, str], tuple[int, OpRun | Transfer]] = {}
     for t in index.graph_inputs:
         copy = [0, 0, -1]  # alloc, ready, free (-1: not freed yet)
         copies[(t, instance.input_home)] = [copy]
         open_copy[(t, instance.input_home)] = copy
 
     def release(f: Free) -> bool:
-        copy = open_copy.get((f.tensor, f.memory))
+        key = (f.tensor, f.memory)
+        copy = open_copy.get(key)
         if copy is None or copy[0] > f.time:
             return False
+        written = writing.get(key)
+        if written is not None and written[0] > f.time:  # EV.E1.4: not before it is written
+            writer = written[1]
+            if isinstance(writer, OpRun):
+                by = f"the run of {writer.op!r} on {writer.core!r} [{writer.start}, {writer.end})"
+            else:
+                by = f"the transfer from {writer.src!r} over {writer.link!r} [{writer.start}, {writer.end})"
+            found.add("bad_free", "free of {tensor!r} in {memory!r} at time {time}: {by} writes that copy "
+                      "until time {end}; it may be freed from then on", tensor=f.tensor, memory=f.memory,
+                      time=f.time, by=by, end=written[0],
+                      op=writer.op if isinstance(writer, OpRun) else None)
+            return True  # refused, and reported: the copy stays
         copy[2] = f.time
-        del open_copy[(f.tensor, f.memory)]
+        del open_copy[key]
+        writing.pop(key, None)
         return True
 
     def retry_frees(retry: list[Free]) -> None:
@@ -722,10 +740,13 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
             memory = core_memory[item.core]
             for t in ops[item.op].writes:
                 key = (t, memory)
-                if key not in open_copy:  # EV.E1.2: a resident copy is rewritten
+                if key not in open_copy:
                     copy = [item.start, item.end, -1]
                     copies.setdefault(key, []).append(copy)
                     open_copy[key] = copy
+                    writing[key] = (item.end, item)
+                elif (written := writing.get(key)) is None or written[0] < item.end:
+                    writing[key] = (item.end, item)  # EV.E1.2: a resident copy is rewritten
         else:
             key = (item.tensor, item.dst)
             if key in open_copy:
@@ -735,6 +756,7 @@ def _evaluate_timed(instance: Instance, index: _Index, schedule: Schedule) -> Me
                 copy = [item.start, item.end, -1]
                 copies.setdefault(key, []).append(copy)
                 open_copy[key] = copy
+                writing[key] = (item.end, item)
     retry_frees(retry)
     for copy in open_copy.values():  # EV.E1.4: kept until the makespan
         copy[2] = max(latency, copy[0])

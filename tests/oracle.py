@@ -238,28 +238,21 @@ class TimedClass:
     fixed_order: bool = False  # first computations in the instance's order
     optimizer_rule: bool = False  # recomputations end before the first optimizer op starts (P2C.C4)
     recompute_after_previous: bool = False  # P3.L4
-    free_before_ready: bool = True  # a copy nobody reads may go at its allocation (K3: at ready)
     move_inputs: bool = True  # graph inputs may be transferred
     rewrites: bool = True  # a run may rewrite a copy of one of its outputs in place (EV.E1.2)
 
 
 #: OR.T6a: the oracle's own class (3 runs per op, 2 transfers per tensor and memory).
 EVERY_SCHEDULE = TimedClass()
-#: OR.T6a': the same, each copy made by a run or a transfer held until it is written (its
-#: end): what the bounds' proofs charge (a run holds its outputs from its start), which
-#: the evaluator does not ask (it lets an output be freed at the run's start).
-EVERY_HELD = TimedClass(free_before_ready=False)
 #: OR.T6b: class P3.K3 with its defaults (p3_problem.md).
-K3 = TimedClass(max_runs=2, max_transfers=1, recompute_after_previous=True, free_before_ready=False,
-               rewrites=False)
+K3 = TimedClass(max_runs=2, max_transfers=1, recompute_after_previous=True, rewrites=False)
 
 
 def p2_cpsat_class(max_computes: int = 2, max_prefetches: int = 1) -> TimedClass:
     """OR.T6c: the P2 CP-SAT model's class (p2_cpsat.md, not staged, offload_inputs off)."""
     assert max_prefetches == 1  # one offload, one prefetch: one transfer into each memory
     return TimedClass(max_runs=max_computes, max_transfers=1, fixed_order=True, optimizer_rule=True,
-                      recompute_after_previous=True, free_before_ready=False, move_inputs=False,
-                      rewrites=False)
+                      recompute_after_previous=True, move_inputs=False, rewrites=False)
 
 
 #: No completion: an estimate at least this large prunes the node.
@@ -610,14 +603,17 @@ class _TimedSearch:
             earliest = max(earliest, node.max_end[u])
         fresh = []  # outputs with no copy in m: a new copy
         going = []  # outputs whose copy in m is on its way out: a new one after it goes, or none
+        rewritten = []  # outputs whose copy in m is live: rewritten, no new one (EV.E1.2)
         for t in v.writes[u]:
             slot = t * v.nm + m
             if slot in node.dying:
                 going.append(slot)
-            elif slot not in node.live:  # a live copy is rewritten, no new one (EV.E1.2)
+            elif slot not in node.live:
                 fresh.append(slot)
             elif not cls.rewrites:
                 return []  # the models keep one copy of a tensor in a memory at a time
+            else:
+                rewritten.append(slot)
         pinned = bool(run[4]) and v.modelled and bool(v.reads_persistent[u]) and all(
             self.pins.get(t) == m for t in v.reads_persistent[u])
         cycles, energy = (run[2], run[3]) if pinned else (run[0], run[1])
@@ -627,6 +623,8 @@ class _TimedSearch:
         for remake in itertools.product((True, False) if cls.rewrites else (True,), repeat=len(going)):
             outs = fresh + [slot for slot, r in zip(going, remake, strict=True) if r]
             kept = [node.dying[slot] for slot, r in zip(going, remake, strict=True) if not r]
+            # a rewritten copy is held until the run ends (EV.E1.4: it is being written)
+            held = rewritten + [slot for slot, r in zip(going, remake, strict=True) if not r]
             if again and not outs:
                 continue  # a recomputation that makes nothing
             first = max([earliest] + [node.dying[slot] for slot in outs if slot in node.dying])
@@ -635,9 +633,8 @@ class _TimedSearch:
                 if again and all(drop):
                     continue  # a recomputation nobody reads
                 new: dict[int, int] = {}
-                for slot, d in zip(outs, drop, strict=True):
-                    if not d or not cls.free_before_ready:
-                        new[m] = new.get(m, 0) + v.size[slot // v.nm]
+                for slot in outs:  # held from the run's start, dropped or not (EV.E1.4)
+                    new[m] = new.get(m, 0) + v.size[slot // v.nm]
                 start = self.fit(node, first, new)
                 if start is None or any(start >= free for free in kept):
                     continue  # an old copy gone by the start is no rewrite: 'remake' covers it
@@ -645,7 +642,8 @@ class _TimedSearch:
                 if self.limit is not None and end > self.limit:
                     continue
                 for last in itertools.product(*in_choices):
-                    found.append(self._after_run(node, u, c, start, end, energy, ins, last, outs, drop))
+                    found.append(self._after_run(node, u, c, start, end, energy, ins, last, outs, drop,
+                                                 held))
         return found
 
     def _useful_after(self, node: _Node, slot: int, u: int) -> bool:
@@ -657,7 +655,7 @@ class _TimedSearch:
         return self.useful(probe, t, m)
 
     def _after_run(self, node: _Node, u: int, c: int, start: int, end: int, energy: int, ins: list[int],
-                   last: tuple[bool, ...], outs: list[int], drop: tuple[bool, ...]) -> _Node:
+                   last: tuple[bool, ...], outs: list[int], drop: tuple[bool, ...], held: list[int]) -> _Node:
         v = self.view
         live = dict(node.live)
         dying = {s: f for s, f in node.dying.items() if f > start}
@@ -669,13 +667,18 @@ class _TimedSearch:
                 dying[slot] = kept
             else:
                 live[slot] = (ready, kept)
+        for slot in held:  # rewritten: kept until the run ends
+            if slot in live:
+                ready, kept = live[slot]
+                live[slot] = (ready, max(kept, end))
+            else:
+                dying[slot] = max(dying[slot], end)
         for slot, d in zip(outs, drop, strict=True):
             dying.pop(slot, None)
-            if d:
-                if not self.cls.free_before_ready:
-                    dying[slot] = end
+            if d:  # read by nobody: freed when written
+                dying[slot] = end
             else:
-                live[slot] = (end, start if self.cls.free_before_ready else end)
+                live[slot] = (end, end)
         counts = list(node.counts)
         again = counts[u] > 0
         counts[u] += 1
@@ -689,7 +692,7 @@ class _TimedSearch:
                      tuple(min_end), tuple(max_end),
                      max(node.recompute_end, end) if again and not v.optimizer[u] else node.recompute_end,
                      max(node.makespan, end), node.energy + energy, node,
-                     ("run", u, c, start, end, tuple(ins), last, tuple(outs), drop))
+                     ("run", u, c, start, end, tuple(ins), last, tuple(outs), drop, tuple(held)))
 
     def transfer_children(self, node: _Node, t: int, src: int, dst: int) -> list[_Node]:
         v = self.view
@@ -781,9 +784,9 @@ class _TimedSearch:
         return None
 
 
-def _schedule_of(view: _TimedView, goal: _Node, pins: dict[str, int], cls: TimedClass) -> Schedule:
+def _schedule_of(view: _TimedView, goal: _Node, pins: dict[str, int]) -> Schedule:
     """OR.T3: replay the events of ``goal`` into a timed schedule, every copy freed when its
-    last reader ends (or, read by nobody, when it is made)."""
+    last reader (or its last writer: a copy read by nobody, a rewritten one) ends."""
     events = []
     node: _Node | None = goal
     while node is not None and node.event is not None:
@@ -795,9 +798,11 @@ def _schedule_of(view: _TimedView, goal: _Node, pins: dict[str, int], cls: Timed
     transfers: list[Transfer] = []
     frees: list[Free] = []
     copies: dict[int, list[int]] = {}  # slot -> [alloc, kept]
+    gone: dict[int, int] = {}  # slot -> index in frees of the last free of its copy
 
     def free(slot: int, when: int) -> None:
         t, m = divmod(slot, nm)
+        gone[slot] = len(frees)
         frees.append(Free(when, view.tensors[t], view.memories[m]))
 
     for t in range(len(view.tensors)):
@@ -810,18 +815,24 @@ def _schedule_of(view: _TimedView, goal: _Node, pins: dict[str, int], cls: Timed
     number: dict[int, int] = {}
     for event in events:
         if event[0] == "run":
-            _, u, c, start, end, ins, last, outs, drop = event
+            _, u, c, start, end, ins, last, outs, drop, held = event
             runs.append(OpRun(start, end, view.ops[u], number.get(u, 0), view.cores[c]))
             number[u] = number.get(u, 0) + 1
             for slot, final in zip(ins, last, strict=True):
                 copies[slot][1] = max(copies[slot][1], end)
                 if final:
                     free(slot, copies.pop(slot)[1])
+            for slot in held:  # rewritten (EV.E1.2): kept until the run ends
+                if slot in copies:
+                    copies[slot][1] = max(copies[slot][1], end)
+                else:
+                    old = frees[gone[slot]]
+                    frees[gone[slot]] = Free(max(old.time, end), old.tensor, old.memory)
             for slot, d in zip(outs, drop, strict=True):
                 if d:
-                    free(slot, start if cls.free_before_ready else end)
+                    free(slot, end)
                 else:
-                    copies[slot] = [start, start if cls.free_before_ready else end]
+                    copies[slot] = [start, end]
         else:
             _, t, src, dst, link, start, end, final = event
             transfers.append(Transfer(start, end, view.tensors[t], view.memories[src], view.memories[dst],
@@ -900,7 +911,7 @@ def timed_optimum(instance: Instance, cls: TimedClass = EVERY_SCHEDULE, *, below
         if goal is None:
             continue
         value = search.objective(goal)
-        schedule = _schedule_of(view, goal, pins, cls)
+        schedule = _schedule_of(view, goal, pins)
         metrics = evaluate(instance, schedule)
         assert metrics.feasible, [x.message for x in metrics.violations[:3]]
         assert metrics.objective_value == value, (metrics.objective_value, value)

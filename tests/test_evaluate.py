@@ -356,6 +356,43 @@ def test_zero_cycle_output_freed_at_once():
     assert m.feasible, m.violations
 
 
+@pytest.mark.parametrize("when", [0, 1])
+def test_an_output_is_not_freed_before_its_run_ends(when):
+    """EV.E1.4: A [0, 2) writes a and b (read by nobody); b may go at 2, not before."""
+    at_end = evaluate(pair(), Schedule(ops=PAIR, frees=(Free(2, "b", SRAM),)))
+    assert at_end.feasible, at_end.violations
+    assert at_end.profile[SRAM] == ((0, 8), (5, 0))  # at 2, b (4 B) goes as c (4 B) comes
+    early = evaluate(pair(), Schedule(ops=PAIR, frees=(Free(when, "b", SRAM),)))
+    assert dict(early.violation_counts) == {"bad_free": 1}
+    (v,) = early.violations
+    assert (v.op, v.tensor, v.memory, v.time) == ("A", "b", SRAM, when)
+    assert "run of 'A' on 'core0' [0, 2)" in v.message and "until time 2" in v.message
+    # The refused free is ignored: b stays until the makespan.
+    assert early.profile[SRAM] == ((0, 8), (2, 12), (5, 0))
+
+
+def test_a_transfer_copy_is_not_freed_before_the_transfer_ends():
+    g = graph("one", [("A", [], ["a"])], {"a": 10})
+    inst = instance(g, {"A": 4}, link=LINK)
+    moved = (Transfer(4, 16, "a", SRAM, DRAM, "l0"),)
+    ok = evaluate(inst, Schedule(ops=(run("A", 0, 4),), transfers=moved, frees=(Free(16, "a", DRAM),)))
+    assert ok.feasible, ok.violations
+    m = evaluate(inst, Schedule(ops=(run("A", 0, 4),), transfers=moved, frees=(Free(10, "a", DRAM),)))
+    (v,) = m.violations
+    assert (v.kind, v.tensor, v.memory, v.time) == ("bad_free", "a", DRAM, 10)
+    assert "transfer from 'core0.sram' over 'l0' [4, 16)" in v.message
+
+
+def test_a_rewritten_copy_is_not_freed_before_the_rewrite_ends():
+    """A reruns [5, 7) while a is resident (EV.E1.2: a rewrite); a may go at 7, not at 6."""
+    ops = (run("A", 0, 2), run("B", 2, 5), run("A", 5, 7, 1), run("C", 7, 8))
+    ok = evaluate(recompute_instance(), Schedule(ops=ops, frees=(Free(8, "a", SRAM),)))
+    assert ok.feasible, ok.violations
+    m = evaluate(recompute_instance(), Schedule(ops=ops, frees=(Free(6, "a", SRAM),)))
+    (v,) = m.violations
+    assert (v.kind, v.op, v.tensor, v.time) == ("bad_free", "A", "a", 6) and "[5, 7)" in v.message
+
+
 # --------------------------------------------------------- unusable input
 def test_sequence_needs_one_core():
     with pytest.raises(MonetError, match="one core"):

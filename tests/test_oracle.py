@@ -45,7 +45,6 @@ from monet_ilp.schedule import Free, OpRun, Schedule, load_schedule
 from monet_ilp.solve import solve
 from tests.conftest import verified
 from tests.oracle import (
-    EVERY_HELD,
     EVERY_SEQUENCE,
     K3,
     P1_SEQUENCES,
@@ -71,7 +70,7 @@ def layer_graph(rng: random.Random, *, two_layers: bool, loss_value: bool) -> Tr
     """A training step with one weight: ``F1(x, w)`` [``F2``], the loss, [``B2``], ``dW1``, the update.
 
     ``loss_value`` gives the loss a second output nobody reads (two outputs of one op:
-    P1's node-level values and a copy freed when it is made, OR.T2).
+    P1's node-level values and a copy nobody reads, freed when its run ends, OR.T2).
     """
 
     def size() -> int:
@@ -328,29 +327,24 @@ def check_dp(instance: Instance, every: int | None, p1: int | None) -> None:
 def check_timed(instance: Instance, backends: tuple[str, ...]) -> None:
     cls = p2_cpsat_class() if instance.problem is Problem.P2 else K3
     inside = value_of(timed_optimum(instance, cls))
-    # OR.T1 with every copy held until it is written (what the bounds charge), then without
-    held = value_of(timed_optimum(instance, EVERY_HELD, below=inside)) or inside
-    every = value_of(timed_optimum(instance, below=held)) or held
-    # The bounds over every schedule against every schedule that holds what it writes until
-    # it is written, as their proofs charge; below that, only schedules that free an output
-    # before it is written (OR.C3, test_a_run_output_freed_at_its_start_*).
+    every = value_of(timed_optimum(instance, below=inside)) or inside
     for bound in combinatorial_bounds(instance, relaxation_limit=60.0, contention=True, workers=1):
         assert bound.holds_for == "every schedule", bound
         if bound.value == math.inf:
-            assert held is None, f"{bound.name} says no schedule exists, the oracle has {held}"
+            assert every is None, f"{bound.name} says no schedule exists, the oracle has {every}"
         else:
-            at_most(bound.value, held, bound.name)
+            at_most(bound.value, every, bound.name)
     if instance.problem is Problem.P2:
         at_most(p2_data(instance).every_op_once_bound(), every, "P2.B0")
     for backend in backends:
         options: dict[str, object] = {"seed": 0} if backend in ("cpsat", "auto", "lns") else {}
         if backend == "lower_bounds":
-            check_lower_bounds(instance, held, inside)
+            check_lower_bounds(instance, every, inside)
             continue
         if backend == "lns":  # a few steps: it proves only the bounds over every schedule
             result = solve(instance, "lns", workers=1, seed=0, steps=3)
             verified(instance, result)
-            at_most(result.bound, held, "lns bound (every schedule)")
+            at_most(result.bound, every, "lns bound (every schedule)")
             if result.objective is not None:
                 assert every is not None and result.objective >= every
             if result.status is Status.OPTIMAL:  # its K3 schedule meets a bound over every schedule
@@ -434,7 +428,8 @@ def test_p2_inputs_in_the_core_memory_cost_no_move():
 
 def one_op(cores: int) -> Instance:
     """One op writing 4 bytes; core ``pe_0`` (1 cycle) has a 2-byte SRAM, ``pe_1`` (10 cycles)
-    an 8-byte one: the output fits in ``pe_0.sram`` only if freed as it is made."""
+    an 8-byte one: the output would fit in ``pe_0.sram`` only if freed as its run starts,
+    which EV.E1.4 refuses."""
     graph = TrainingGraph.build("one_op", [Op("A", OpKind.FORWARD, "node", (), ("a",))],
                                 [Tensor("a", TensorKind.ACTIVATION, 4)])
     specs = tuple(CoreSpec(f"pe_{i}", f"pe_{i}.sram") for i in range(cores))
@@ -444,14 +439,6 @@ def one_op(cores: int) -> Instance:
                     links=(LinkSpec("bus", (*(m.id for m in memories), "dram"), 1),),
                     costs={"A": {c.id: OpCost(1 if i == 0 else 10, 10) for i, c in enumerate(specs)}},
                     input_home="dram", persistent_home="dram")
-
-
-OUTPUT_FREED_AT_START = (
-    "OR.C3: the evaluator lets a run's output be freed at the run's start (EV.E1.4 asks only "
-    "alloc <= time; EV.E1.6's retry, meant for zero-cycle runs, serves every run), so an "
-    "output nobody reads holds no memory; BD.B4, BD.B12.8, BD.B13.5 and BD.E7 charge a run's "
-    "outputs from its start. Either the evaluator refuses a free before the copy is ready "
-    "(what P2C.C6, P3.K3 and EV.E3 assume), or those bounds leave the outputs out")
 
 
 def freed_at_start(case: str) -> tuple[Instance, Schedule, str]:
@@ -464,15 +451,24 @@ def freed_at_start(case: str) -> tuple[Instance, Schedule, str]:
     return one_op(cores), schedule, case
 
 
-@pytest.mark.xfail(strict=True, reason=OUTPUT_FREED_AT_START)
-@pytest.mark.parametrize("case", ["memory", "placement_path", "contention", "p3_output_freed_at_start"])
-def test_a_run_output_freed_at_its_start_beats_a_bound_over_every_schedule(case):
-    """BD.B4 says no schedule exists, BD.B12 and BD.B13 give 10 cycles for a 1-cycle schedule,
-    BD.E 377 pJ for a 370 pJ one; with outputs held until written the oracle agrees with each."""
+@pytest.mark.parametrize(("case", "refused", "bound_value", "optimum"), [
+    ("memory", ("A", "a", 0, 1), math.inf, None),
+    ("placement_path", ("A", "a", 0, 1), 10, 10),
+    ("contention", ("A", "a", 0, 1), 10, 10),
+    ("p3_output_freed_at_start", ("loss", "lv", 22, 28), 377, 406)])
+def test_a_run_output_freed_at_its_start_is_refused_and_every_bound_holds(case, refused, bound_value, optimum):
+    """OR.C3: a free of a run's output before the run ends is a bad_free (EV.E1.4), so the
+    1-cycle and 370 pJ schedules that beat BD.B4, BD.B12, BD.B13 and BD.E are refused, and
+    each bound is at most the oracle's optimum (none on one core: BD.B4's infeasibility)."""
     instance, schedule, name = freed_at_start(case)
+    metrics = evaluate(instance, schedule)
+    assert not metrics.feasible
+    (found,) = metrics.violations_of("bad_free")
+    op, tensor, time, end = refused
+    assert (found.op, found.tensor, found.time) == (op, tensor, time)
+    assert f"run of {op!r}" in found.message and f", {end})" in found.message
     bounds = combinatorial_bounds(instance, relaxation_limit=60.0, contention=True, workers=1)
     (bound,) = [b for b in bounds if b.name == name]
-    held = value_of(timed_optimum(instance, EVERY_HELD))
-    assert held is None if bound.value == math.inf else bound.value <= held
-    metrics = evaluate(instance, schedule)
-    assert not (metrics.feasible and metrics.objective_value < bound.value), (metrics.objective_value, bound.value)
+    every = value_of(timed_optimum(instance))
+    assert (bound.value, every) == (bound_value, optimum)
+    assert every is None if bound.value == math.inf else bound.value <= every
