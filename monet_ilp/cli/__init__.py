@@ -50,6 +50,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
               "Grade a GA result, outside decisions or a schedule against certified lower bounds."),
     "ga": ("monet_ilp.cli.ga:ga",
            "MONET-style GA: NSGA-II over keep/offload/recompute, layer-to-core and pin genes."),
+    "fusion": ("monet_ilp.cli.fusion:fusion",
+               "Layer fusion: fused stacks run tile by tile (formulations/fusion.md)."),
     "plot": ("monet_ilp.cli.plot:plot", "Draw schedules (Gantt chart with memory occupancy) and Pareto fronts."),
     "batch": ("monet_ilp.cli.batch:batch",
               "Run instance sets (YAML manifests) locally or on Dask; summarise and plot the results."),

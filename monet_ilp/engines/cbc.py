@@ -30,7 +30,7 @@ from monet_ilp.engines.export import write_model
 from monet_ilp.engines.milp import SolverRun, SparseMilp, trivial_run
 from monet_ilp.errors import MonetError
 
-__all__ = ["GRACE_S", "PREPROCESS_INFEASIBLE", "CbcRun", "cbc_path", "run_cbc", "run_cbc_binary"]
+__all__ = ["GRACE_S", "PREPROCESS_INFEASIBLE", "CbcRun", "cbc_path", "outcome", "run_cbc", "run_cbc_binary"]
 
 #: Seconds CBC may run past the deadline before it is killed (it was told to stop a
 #: little before: ``Deadline.wrap_up``).
@@ -107,7 +107,7 @@ def run_cbc(milp: SparseMilp, *, relax: bool = False, threads: int = 1,
     if run.killed:
         return SolverRun("limit", seconds=seconds,
                          detail=f"stopped at the time limit (CBC killed {GRACE_S:g} s after it)")
-    return _outcome(milp, run, relax=relax, seconds=seconds)
+    return outcome(milp, run, relax=relax, seconds=seconds)
 
 
 def _mps_file(milp: SparseMilp, deadline: Deadline) -> tuple[Path, list[str]] | None:
@@ -130,7 +130,7 @@ def _mps_file(milp: SparseMilp, deadline: Deadline) -> tuple[Path, list[str]] | 
     return mps, names
 
 
-def _outcome(milp: SparseMilp, run: CbcRun, *, relax: bool, seconds: float) -> SolverRun:
+def outcome(milp: SparseMilp, run: CbcRun, *, relax: bool, seconds: float) -> SolverRun:
     """What CBC's log and solution file say."""
     result = _result_line(run.log)
     if run.solution is None:

@@ -118,7 +118,7 @@ def test_cbc_pre_processings_infeasible_is_no_proof_until_the_search_without_it_
     first = cbc.run_cbc_binary(tmp_path / "parity.mps", relax=False, threads=1,
                                deadline=Deadline(60), gap_abs=None)
     assert cbc.PREPROCESS_INFEASIBLE in first.log
-    alone = cbc._outcome(milp, first, relax=False, seconds=first.seconds)
+    alone = cbc.outcome(milp, first, relax=False, seconds=first.seconds)
     assert alone.status == "limit" and "not a proof" in alone.detail
     runs = []
     real = cbc.run_cbc_binary

@@ -1,0 +1,287 @@
+"""The search over layer-fusion plans (``formulations/fusion.md`` FU.K1, FU.K2).
+
+Each plan is a tiled instance (:func:`~monet_ilp.make.make_instance` with ``fusion=``),
+solved by a backend and verified by the evaluator through
+:func:`~monet_ilp.solve.solve`.  Plans are screened with a fast backend and the best few
+are solved again with the final backend and its time limit; each row keeps the plan, its
+verified value and the bound the backend proved for that tiled instance (which holds for
+that plan's schedules in the backend's class, not for other plans: FU.K1).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from monet_ilp.errors import MonetError
+from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chains, extent
+from monet_ilp.instance import Instance, Objective, Problem
+from monet_ilp.make import make_instance
+from monet_ilp.solve import Result, Status, solve
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.hardware.model import Hardware
+    from monet_ilp.schedule import Schedule
+
+__all__ = ["FusionRow", "FusionSearch", "dram_bytes", "fusion_search", "stream_rule"]
+
+#: The tile counts tried per stack (FU.K1).
+TILES = (2, 4, 8)
+
+
+@dataclass(frozen=True)
+class FusionRow:
+    """One plan and what the backend found for it (verified by the evaluator)."""
+
+    strategy: str
+    plan: FusionPlan
+    result: Result
+    instance: Instance
+    screened: int | float | None = None  # the screening backend's verified value
+
+    @property
+    def objective(self) -> int | float | None:
+        return self.result.objective
+
+    @property
+    def dram_bytes(self) -> int | None:
+        """What the schedule moves to and from DRAM (:func:`dram_bytes`)."""
+        schedule = self.result.schedule
+        if schedule is None or not hasattr(schedule, "transfers"):
+            return None
+        return dram_bytes(self.instance, schedule)  # type: ignore[arg-type]
+
+    @property
+    def peak_sram_bytes(self) -> int | None:
+        """The largest SRAM peak of any core."""
+        m = self.result.metrics
+        if m is None:
+            return None
+        srams = {x.id for x in self.instance.memories if x.kind == "sram"}
+        return max(v for k, v in m.peak_bytes.items() if k in srams)
+
+    def summary(self) -> str:
+        """The plan in a line: its stacks, ops x tiles."""
+        fused = self.plan.fused
+        if not fused:
+            return "layer by layer"
+        return "; ".join(f"{s.ops[0].removeprefix('F:')}..{s.ops[-1].removeprefix('F:')} "
+                         f"({len(s.ops)} ops) x {s.tiles}" for s in fused)
+
+
+@dataclass(frozen=True)
+class FusionSearch:
+    """The plans solved with the final backend, best first, and the layer-by-layer row."""
+
+    rows: tuple[FusionRow, ...]
+    layer_by_layer: FusionRow
+    screened: int
+    seconds: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def best(self) -> FusionRow:
+        return self.rows[0]
+
+
+def stream_rule(graph: TrainingGraph, capacity: int, tiles: int, axis: Axis = Axis.ROWS) -> FusionPlan:
+    """Stream's rule (FU.K2): cut each chain into stacks whose weights fit in ``capacity``
+    bytes; a stack of one op stays layer by layer."""
+    stacks: list[Stack] = []
+    for run in chains(graph, axis):
+        current: list[str] = []
+        held = 0
+        for op_id in run:
+            op = graph.op(op_id)
+            weights = sum(graph.tensor(t).bytes for t in dict.fromkeys(op.inputs) if graph.tensor(t).persistent)
+            if current and held + weights > capacity:
+                stacks.append(Stack(tuple(current), tiles, axis))
+                current, held = [], 0
+            current.append(op_id)
+            held += weights
+        stacks.append(Stack(tuple(current), tiles, axis))
+    return FusionPlan(tuple(s for s in stacks if len(s.ops) > 1 and _fits(graph, s)))
+
+
+def _fits(graph: TrainingGraph, stack: Stack) -> bool:
+    """Whether every op of ``stack`` has at least ``stack.tiles`` rows (FU.S3)."""
+    for op_id in stack.ops:
+        first = next(graph.tensor(t) for t in graph.op(op_id).outputs if not graph.tensor(t).persistent)
+        length = extent(first, stack.axis)
+        if length is None or length < stack.tiles:
+            return False
+    return True
+
+
+def dram_bytes(instance: Instance, schedule: Schedule) -> int:
+    """Bytes a schedule moves to and from shared memories: its transfers that touch one,
+    and what its runs stream (persistent tensors not pinned in the run's SRAM, CM.C7)."""
+    shared = {m.id for m in instance.memories if m.kind != "sram"}
+    graph = instance.graph
+    moved = sum(graph.tensor(t.tensor).bytes for t in schedule.transfers if t.src in shared or t.dst in shared)
+    pins = {(t, m) for t, m in schedule.pinned}
+    sram_of = {c.id: c.memory for c in instance.cores}
+    for run in schedule.ops:
+        op = graph.op(run.op)
+        for t in dict.fromkeys(op.inputs + op.outputs + op.updates):
+            tensor = graph.tensor(t)
+            if tensor.persistent and (t, sram_of[run.core]) not in pins:
+                moved += op.reads.get(t, tensor.bytes)
+    return moved
+
+
+def fusion_search(graph: TrainingGraph, hardware: Hardware, *, problem: str | Problem = Problem.P3,
+                  objective: str | Objective = Objective.LATENCY, sram_budget: int | None = None,
+                  budget: float | int | None = None, axis: Axis | str = Axis.ROWS,
+                  tiles: Sequence[int] = TILES, backend: str = "auto", time_limit: float = 60.0,
+                  screen_backend: str = "heuristic:memory_aware", screen_time_limit: float = 10.0,
+                  finalists: int = 3, search_time: float | None = None, workers: int | None = None,
+                  greedy: bool = True, log: Callable[[str], None] | None = None,
+                  make_options: Mapping[str, Any] | None = None) -> FusionSearch:
+    """Search fusion plans of ``graph`` on ``hardware`` (FU.K2) and solve the best.
+
+    Candidates: layer by layer; each chain fused whole at each tile count; Stream's rule
+    at each tile count; then, with ``greedy``, from the best so far, merging neighbouring
+    stacks and changing tile counts while the screened value improves (within
+    ``search_time`` seconds of screening, unlimited by default).  The ``finalists`` best
+    screened plans and layer by layer are solved with ``backend`` in ``time_limit`` s.
+    """
+    began = time.perf_counter()
+    axis = Axis(axis)
+    say = log or (lambda _line: None)
+    options = dict(make_options or {})
+
+    def instance_of(plan: FusionPlan) -> Instance:
+        return make_instance(graph, hardware, problem=problem, objective=objective, sram_budget=sram_budget,
+                             budget=budget, fusion=plan, **options)
+
+    plain = instance_of(FusionPlan())
+    capacity = min(m.capacity_bytes for m in plain.memories if m.kind == "sram")
+    runs = chains(graph, axis)
+    notes = []
+    if not runs:
+        notes.append(f"no chain of {graph.name} is fusable along {axis} (fusion.md FU.F): "
+                     "every plan is layer by layer")
+    screened: dict[FusionPlan, tuple[str, int | float | None]] = {}
+
+    def screen(strategy: str, plan: FusionPlan) -> int | float | None:
+        key = FusionPlan(tuple(sorted(plan.fused, key=lambda s: s.ops)))
+        if key in screened:
+            return screened[key][1]
+        try:
+            result = solve(instance_of(key), screen_backend, time_limit=screen_time_limit, workers=workers)
+        except MonetError as exc:  # a plan whose staged weights or tiles cannot fit anywhere
+            say(f"  {strategy}: not schedulable ({exc})")
+            screened[key] = (strategy, None)
+            return None
+        value = result.objective if result.status in (Status.OPTIMAL, Status.FEASIBLE) else None
+        screened[key] = (strategy, value)
+        say(f"  {strategy}: {value} ({_describe(key)})")
+        return value
+
+    screen("layer by layer", FusionPlan())
+    for t in tiles:
+        whole = FusionPlan(tuple(s for s in (Stack(tuple(r), t, axis) for r in runs) if _fits(graph, s)))
+        if whole.fused:
+            screen(f"chains x {t}", whole)
+        rule = stream_rule(graph, capacity, t, axis)
+        if rule.fused:
+            screen(f"stream rule x {t}", rule)
+    if greedy and runs:
+        _greedy(graph, runs, axis, tiles, screened, screen,
+                None if search_time is None else began + search_time)
+    ranked = sorted(((v, s, p) for p, (s, v) in screened.items() if v is not None and p.fused),
+                    key=lambda x: x[0])
+    chosen = [(s, p, v) for v, s, p in ranked[:finalists]]
+    lbl_value = screened[FusionPlan()][1]
+    rows: list[FusionRow] = []
+    for strategy, plan, value in [("layer by layer", FusionPlan(), lbl_value), *chosen]:
+        say(f"solving {strategy} with {backend} ({time_limit:g} s): {_describe(plan)}")
+        inst = instance_of(plan)
+        result = solve(inst, backend, time_limit=time_limit, workers=workers)
+        rows.append(FusionRow(strategy, plan, result, inst, value))
+    lbl = rows[0]
+    done = sorted(rows, key=lambda r: (r.objective is None, r.objective if r.objective is not None else 0))
+    return FusionSearch(tuple(done), lbl, len(screened), time.perf_counter() - began, tuple(notes))
+
+
+def _describe(plan: FusionPlan) -> str:
+    fused = plan.fused
+    return "layer by layer" if not fused else ", ".join(f"{len(s.ops)} ops x {s.tiles}" for s in fused)
+
+
+def _greedy(graph: TrainingGraph, runs: list[list[str]], axis: Axis, tiles: Sequence[int],
+            screened: Mapping[FusionPlan, tuple[str, int | float | None]],
+            screen: Callable[[str, FusionPlan], int | float | None], stop_at: float | None) -> None:
+    """FU.K2 greedy: from the best plan screened so far, the best improving move (merge two
+    neighbouring segments of a chain, or change a segment's tile count), until none
+    improves or the time is up."""
+    best_plan, best_value = min(((p, v) for p, (_s, v) in screened.items() if v is not None),
+                                key=lambda pv: pv[1])
+    while stop_at is None or time.perf_counter() < stop_at:
+        segments = _segments(best_plan, runs)
+        moves: list[FusionPlan] = []
+        for c, segs in enumerate(segments):
+            for k, (ops, t) in enumerate(segs):
+                for other in tiles:
+                    if other != t and len(ops) > 1:
+                        moves.append(_plan_from(segments, axis, c, k, k + 1, ops, other))
+                for cut in range(1, len(ops)) if t > 1 else ():  # split a stack in two
+                    moves.append(_split(segments, axis, c, k, ops[:cut], ops[cut:], t))
+                if k + 1 < len(segs):
+                    merged = ops + segs[k + 1][0]
+                    for other in tiles:
+                        moves.append(_plan_from(segments, axis, c, k, k + 2, merged, other))
+        improved = False
+        for plan in moves:
+            if stop_at is not None and time.perf_counter() >= stop_at:
+                break
+            if not all(_fits(graph, s) for s in plan.fused):
+                continue
+            value = screen("greedy", plan)
+            if value is not None and value < best_value:
+                best_plan, best_value, improved = plan, value, True
+        if not improved:
+            return
+
+
+def _split(segments: list[list[tuple[tuple[str, ...], int]]], axis: Axis, chain: int, k: int,
+           left: tuple[str, ...], right: tuple[str, ...], tiles: int) -> FusionPlan:
+    """The plan of ``segments`` with segment ``k`` of chain ``chain`` split into two stacks."""
+    parts = [list(segs) for segs in segments]
+    parts[chain][k:k + 1] = [(left, tiles), (right, tiles)]
+    return _plan_from(parts, axis, chain, 0, 0, (), 1)
+
+
+def _segments(plan: FusionPlan, runs: list[list[str]]) -> list[list[tuple[tuple[str, ...], int]]]:
+    """Each chain as segments (ops, tiles): the plan's stacks, and single ops between them."""
+    stack_of = {s.ops[0]: s for s in plan.fused}
+    out = []
+    for run in runs:
+        segs: list[tuple[tuple[str, ...], int]] = []
+        i = 0
+        while i < len(run):
+            s = stack_of.get(run[i])
+            if s is not None:
+                segs.append((s.ops, s.tiles))
+                i += len(s.ops)
+            else:
+                segs.append(((run[i],), 1))
+                i += 1
+        out.append(segs)
+    return out
+
+
+def _plan_from(segments: list[list[tuple[tuple[str, ...], int]]], axis: Axis, chain: int, a: int, b: int,
+               ops: tuple[str, ...], tiles: int) -> FusionPlan:
+    """The plan of ``segments`` with segments ``a..b-1`` of chain ``chain`` replaced by one."""
+    stacks: list[Stack] = []
+    for c, segs in enumerate(segments):
+        items: Iterable[tuple[tuple[str, ...], int]] = segs
+        if c == chain and ops:
+            items = [*segs[:a], (ops, tiles), *segs[b:]]
+        stacks += [Stack(o, t, axis) for o, t in items if t > 1 and len(o) > 1]
+    return FusionPlan(tuple(stacks))

@@ -1,0 +1,135 @@
+"""``monet-ilp fusion``: layer fusion (``formulations/fusion.md``): what can be fused, and the
+search for the best fusion plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from monet_ilp.analysis.fusion import fusion_search
+from monet_ilp.cli.hardware import load_hw
+from monet_ilp.cli.instance import graph_from
+from monet_ilp.cli.render import POSITIVE, F, err_console, exit_unless, import_options, show
+from monet_ilp.graph.analysis import inference_graph
+from monet_ilp.graph.fusion import Axis, chains, fusable
+from monet_ilp.graph.ir import OpKind
+from monet_ilp.hardware.schema import parse_size
+from monet_ilp.results import Status
+from monet_ilp.units import human_bytes
+
+__all__ = ["fusion"]
+
+
+def _graph_options(f: F) -> F:
+    """``--model``/``-p``/``--graph``, ``--phase`` and the import options."""
+    f = import_options(f)
+    f = click.option("--phase", type=click.Choice(["training", "inference"]), default="training",
+                     show_default=True, help="The training step, or its forward part only.")(f)
+    f = click.option("--graph", "graph_path", type=click.Path(dir_okay=False),
+                     help="A graph file (ONNX or JSON) instead of --model.")(f)
+    f = click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE", help="Zoo model parameter.")(f)
+    f = click.option("--model", help="Zoo model name (see `monet-ilp graph build --help`).")(f)
+    return f
+
+
+@click.group()
+def fusion() -> None:
+    """Layer fusion: fused stacks run tile by tile (formulations/fusion.md)."""
+
+
+@fusion.command("chains")
+@_graph_options
+@click.option("--axis", type=click.Choice([a.value for a in Axis]), default="rows", show_default=True)
+def chains_cmd(model: str | None, params: tuple[str, ...], graph_path: str | None, phase: str, axis: str,
+               optimizer: str, granularity: str, dtype: str | None) -> None:
+    """Which forward ops can be fused along an axis, the chains stacks are cut from, and why
+    the others cannot."""
+    g = graph_from(model, params, graph_path, optimizer, granularity, dtype)
+    if phase == "inference":
+        g = inference_graph(g)
+    runs = chains(g, Axis(axis))
+    table = Table(title=f"{g.name}: chains of fusable forward ops along {axis}")
+    table.add_column("chain", justify="right")
+    table.add_column("ops")
+    table.add_column("first .. last")
+    for i, run in enumerate(runs):
+        table.add_row(str(i), str(len(run)), f"{run[0]} .. {run[-1]}")
+    show(table)
+    for op in g.ops:
+        if op.kind is OpKind.FORWARD:
+            why = fusable(op, g, Axis(axis))
+            if why is not None:
+                err_console.print(f"not fusable: {op.id}: {why}", markup=False, highlight=False, soft_wrap=True)
+
+
+@fusion.command("search")
+@_graph_options
+@click.option("--hw", "hw_source", required=True, help="Hardware preset or YAML file.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Hardware preset parameter.")
+@click.option("--problem", type=click.Choice(["P1", "P2", "P3"]), default="P3", show_default=True)
+@click.option("--sram-budget", help="P3: every core's SRAM capacity in bytes (e.g. 3MiB).")
+@click.option("--budget", type=float, help="P1/P2: the budget as a fraction of the store-all peak.")
+@click.option("--objective", type=click.Choice(["latency", "energy", "weighted"]), default="latency",
+              show_default=True)
+@click.option("--axis", type=click.Choice([a.value for a in Axis]), default="rows", show_default=True)
+@click.option("--tiles", default="2,4,8", show_default=True, help="The tile counts to try, comma-separated.")
+@click.option("--backend", default="auto", show_default=True, help="The backend that solves the finalists.")
+@click.option("--time-limit", type=POSITIVE, default=60, show_default=True, help="Seconds per finalist.")
+@click.option("--screen-backend", default="heuristic:memory_aware", show_default=True,
+              help="The backend that screens every candidate plan.")
+@click.option("--search-time", type=POSITIVE, default=None, help="Seconds of greedy screening (default: until no move improves).")
+@click.option("--finalists", type=POSITIVE, default=3, show_default=True)
+@click.option("--workers", type=POSITIVE, default=None)
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the best plan (JSON) here.")
+def search_cmd(model: str | None, params: tuple[str, ...], graph_path: str | None, phase: str, hw_source: str,
+               sets: tuple[str, ...], problem: str, sram_budget: str | None, budget: float | None, objective: str,
+               axis: str, tiles: str, backend: str, time_limit: int, screen_backend: str, search_time: int | None,
+               finalists: int, workers: int | None, out: str | None, optimizer: str, granularity: str,
+               dtype: str | None) -> None:
+    """Search fusion plans (layer by layer, whole chains, Stream's rule, a greedy) and solve the best.
+
+    Every schedule is verified by the evaluator; each row's bound holds for the schedules
+    of its own tiled instance in the backend's class (fusion.md FU.K1), not for other plans.
+    """
+    g = graph_from(model, params, graph_path, optimizer, granularity, dtype)
+    if phase == "inference":
+        g = inference_graph(g)
+    hardware = load_hw(hw_source, sets)
+    try:
+        counts = tuple(int(t) for t in tiles.split(","))
+    except ValueError:
+        raise click.BadParameter("give tile counts as integers, e.g. 2,4,8", param_hint="--tiles") from None
+    found = fusion_search(g, hardware, problem=problem, objective=objective,
+                          sram_budget=parse_size(sram_budget, field="--sram-budget") if sram_budget else None,
+                          budget=budget, axis=axis, tiles=counts, backend=backend, time_limit=time_limit,
+                          screen_backend=screen_backend, search_time=search_time, finalists=finalists,
+                          workers=workers,
+                          log=lambda line: err_console.print(line, markup=False, highlight=False))
+    for note in found.notes:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    table = Table(title=f"{g.name} on {hardware.name}: fusion plans ({objective}), "
+                        f"{found.screened} screened in {found.seconds:.0f} s")
+    for col in ("plan", "from", "status", objective, "bound (its plan)", "gap", "latency", "energy (pJ)",
+                "DRAM bytes", "peak SRAM"):
+        table.add_column(col, justify="left" if col in ("plan", "from", "status") else "right")
+    errors = False
+    for row in found.rows:
+        r, m = row.result, row.result.metrics
+        errors |= r.status is Status.ERROR
+        table.add_row(row.summary(), row.strategy, str(r.status),
+                      "-" if r.objective is None else f"{r.objective:,}",
+                      "-" if r.bound is None else f"{r.bound:,}",
+                      "-" if r.gap is None else f"{100 * r.gap:.1f} %",
+                      "-" if m is None else f"{m.latency_cycles:,}",
+                      "-" if m is None else f"{m.energy.total_pj:,}",
+                      "-" if row.dram_bytes is None else human_bytes(row.dram_bytes),
+                      "-" if row.peak_sram_bytes is None else human_bytes(row.peak_sram_bytes))
+    show(table)
+    if out:
+        Path(out).write_text(json.dumps(found.best.plan.to_dict(), indent=1) + "\n")
+        err_console.print(f"wrote {out} (the best plan: {found.best.summary()})")
+    exit_unless(not errors)
+
