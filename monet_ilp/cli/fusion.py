@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
@@ -19,6 +20,10 @@ from monet_ilp.graph.ir import OpKind
 from monet_ilp.hardware.schema import parse_size
 from monet_ilp.results import Status
 from monet_ilp.units import human_bytes
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
+    from monet_ilp.hardware.model import Hardware
 
 __all__ = ["fusion"]
 
@@ -98,10 +103,7 @@ def search_cmd(model: str | None, params: tuple[str, ...], graph_path: str | Non
     if phase == "inference":
         g = inference_graph(g)
     hardware = load_hw(hw_source, sets)
-    try:
-        counts = tuple(int(t) for t in tiles.split(","))
-    except ValueError:
-        raise click.BadParameter("give tile counts as integers, e.g. 2,4,8", param_hint="--tiles") from None
+    counts = _counts(tiles)
     found = fusion_search(g, hardware, problem=problem, objective=objective,
                           sram_budget=parse_size(sram_budget, field="--sram-budget") if sram_budget else None,
                           budget=budget, axis=axis, tiles=counts, backend=backend, time_limit=time_limit,
@@ -133,3 +135,87 @@ def search_cmd(model: str | None, params: tuple[str, ...], graph_path: str | Non
         err_console.print(f"wrote {out} (the best plan: {found.best.summary()})")
     exit_unless(not errors)
 
+
+
+@fusion.command("ga")
+@_graph_options
+@click.option("--hw", "hw_source", required=True, help="Hardware preset or YAML file.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Hardware preset parameter.")
+@click.option("--sram-budget", required=True, help="Every core's SRAM capacity in bytes (e.g. 3MiB).")
+@click.option("--objectives", default="latency,energy", show_default=True)
+@click.option("--axis", type=click.Choice([a.value for a in Axis]), default="rows", show_default=True)
+@click.option("--tiles", default="1,2,4,8", show_default=True, help="The counts a tile gene chooses from.")
+@click.option("--generations", type=POSITIVE, default=50, show_default=True)
+@click.option("--population", type=POSITIVE, default=48, show_default=True)
+@click.option("--seed", type=int, default=1, show_default=True)
+@click.option("--time-limit", type=POSITIVE, default=None, help="Seconds; stop after the generation past it.")
+@click.option("--grade", "grade_time", type=POSITIVE, default=None,
+              help="Grade each point against the bounds of its tiled instance, with this many seconds each.")
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the front (JSON) here.")
+def ga_cmd(model: str | None, params: tuple[str, ...], graph_path: str | None, phase: str, hw_source: str,
+           sets: tuple[str, ...], sram_budget: str, objectives: str, axis: str, tiles: str, generations: int,
+           population: int, seed: int, time_limit: int | None, grade_time: int | None, out: str | None,
+           optimizer: str, granularity: str, dtype: str | None) -> None:
+    """The GA with fusion genes (fusion.md FU.G): NSGA-II over fusion plans, cores, policies and pins.
+
+    Every point is a schedule of its plan's tiled instance, evaluated by the evaluator.
+    """
+    from monet_ilp.ga.fusion import run_fusion_ga  # pymoo: only when the GA runs
+
+    g = graph_from(model, params, graph_path, optimizer, granularity, dtype)
+    if phase == "inference":
+        g = inference_graph(g)
+    hardware = load_hw(hw_source, sets)
+    options = {"problem": "P3", "sram_budget": parse_size(sram_budget, field="--sram-budget")}
+    wanted = tuple(o.strip() for o in objectives.split(",") if o.strip())
+    front = run_fusion_ga(g, hardware, options, objectives=wanted, generations=generations,
+                          population=population, seed=seed, time_limit=time_limit, axis=axis,
+                          tiles=_counts(tiles))
+    table = Table(title=f"{g.name} on {hardware.name}: fusion GA front ({front['evaluations']} evaluations, "
+                        f"{front['plans']} plans, {front['seconds']:.0f} s)")
+    for col in ("latency", "energy (pJ)", "stacks", "plan") + (("bound (its plan)", "gap") if grade_time else ()):
+        table.add_column(col, justify="left" if col == "plan" else "right")
+    errors = False
+    for point in front["points"]:
+        stacks = point["fusion"]["stacks"]
+        cells = [f"{point['latency_cycles']:,}", f"{point['energy_pj']:,}", str(len(stacks)),
+                 "; ".join(f"{len(s['ops'])} ops x {s['tiles']}" for s in stacks) or "layer by layer"]
+        if grade_time:
+            bound, gap, wrong = _graded(g, hardware, options, point, grade_time)
+            point["bound"], point["gap"] = bound, gap
+            errors |= wrong
+            cells += ["-" if bound is None else f"{bound:,}", "-" if gap is None else f"{100 * gap:.1f} %"]
+        table.add_row(*cells)
+    show(table)
+    if out:
+        Path(out).write_text(json.dumps(front, indent=1) + "\n")
+        err_console.print(f"wrote {out}")
+    exit_unless(bool(front["points"]) and not errors)
+
+
+def _counts(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(","))
+    except ValueError:
+        raise click.BadParameter("give tile counts as integers, e.g. 1,2,4,8", param_hint="--tiles") from None
+
+
+def _graded(graph: TrainingGraph, hardware: Hardware, options: dict[str, Any], point: dict[str, Any],
+            seconds: int) -> tuple[int | None, float | None, bool]:
+    """The best bound over every schedule of the point's tiled instance (on latency, the
+    first objective), its gap, and whether it is wrongly above the point (BD.C1)."""
+    from monet_ilp.analysis.bounds import lower_bounds  # the solver bounds: only with --grade
+    from monet_ilp.graph.fusion import FusionPlan
+    from monet_ilp.make import make_instance
+
+    inst = make_instance(graph, hardware, fusion=FusionPlan.from_dict(point["fusion"]), **options)
+    found = lower_bounds(inst, time_limit=seconds, solver=False)
+    bound = found.get("best_all")
+    if bound is None:
+        return None, None, False
+    value = point["latency_cycles"]
+    if bound > value:
+        err_console.print(f"error: a bound over every schedule ({bound}) is above a verified schedule "
+                          f"({value}); this is a bug (BD.C1)")
+        return bound, None, True
+    return bound, (value - bound) / value if value else 0.0, False

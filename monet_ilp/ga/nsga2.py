@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from monet_ilp.instance import Instance
     from monet_ilp.schedule import Schedule, Sequence
 
-__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "POINT_KEYS", "front_file", "point_of", "run_ga"]
+__all__ = ["FORMAT_NAME", "FORMAT_VERSION", "POINT_KEYS", "front_file", "point_of", "reset_mutation", "run_ga"]
 
 #: The key of each objective in a point of the front file.
 POINT_KEYS = {"latency": "latency_cycles", "energy": "energy_pj"}
@@ -144,7 +144,7 @@ def run_ga(
     seeds = [evaluate(instance, s) for s in seed_schedules]
     start_rows = _initial_rows(instance, genome, [m.schedule for m in seeds], population, seed)
     algorithm = NSGA2(pop_size=population, sampling=start_rows, crossover=UniformCrossover(),
-                      mutation=_reset_mutation(), eliminate_duplicates=True, seed=seed)
+                      mutation=reset_mutation(), eliminate_duplicates=True, seed=seed)
     algorithm.setup(_Problem(), termination=("n_gen", generations + 1), verbose=False)
     stopped, done = "generations", -1
     try:
@@ -273,7 +273,7 @@ def point_of(instance: Instance, metrics: Metrics, source: str,
     }
 
 
-def _reset_mutation() -> Any:  # a pymoo Mutation: pymoo is untyped
+def reset_mutation() -> Any:  # a pymoo Mutation: pymoo is untyped
     """pymoo's mutation for categorical integer genes (pymoo is imported only when the GA runs)."""
     # pymoo takes most of a second to import: only a GA run pays for it.
     from pymoo.core.mutation import Mutation

@@ -315,12 +315,13 @@ def tile_graph(graph: TrainingGraph, plan: FusionPlan) -> TrainingGraph:
     tiles_of: dict[str, list[str]] = {}   # a tiled tensor -> its tiles
     new_tensors: list[Tensor] = []
     staged_first: dict[str, list[Op]] = {}  # the first op of a stack -> its staging ops
-    for stack in stacks:
+    rows_of: dict[str, list[tuple[int, int]]] = {}   # a tensor tiled along rows -> the rows of each tile
+    axis_of: dict[str, Axis] = {}   # ... and the axis it is tiled along
+    shared_by: dict[str, int] = {}  # a tensor split in per-tile shares (FU.T2') -> its stack
+    for s_index, stack in enumerate(stacks):
         axis, n = stack.axis, stack.tiles
         staged: dict[str, str] = {}
         stage_ops: list[Op] = []
-        rows_of: dict[str, list[tuple[int, int]]] = {}   # a tiled tensor -> the rows of each tile
-        shared: set[str] = set()   # tensors split in per-tile shares (FU.T2')
         for op_id in stack.ops:
             op = graph.op(op_id)
             replaced[op_id] = op
@@ -342,7 +343,7 @@ def tile_graph(graph: TrainingGraph, plan: FusionPlan) -> TrainingGraph:
                                       field="stacks", fix="cut the stack there")
                 length_t = extent(tensor, axis)
                 if length_t != length:  # FU.T2': per-tile shares of a tensor not along the axis
-                    shared.add(t)
+                    shared_by[t] = s_index
                     shares = [_cut(tensor.bytes, n, i) for i in range(n)]
                     tiles_of[t] = [tile_id(t, i) for i in range(n)]
                     new_tensors += [Tensor(id=tile_id(t, i), kind=tensor.kind, bytes=b - a, shape=(),
@@ -350,6 +351,7 @@ def tile_graph(graph: TrainingGraph, plan: FusionPlan) -> TrainingGraph:
                                     for i, (a, b) in enumerate(shares)]
                     continue
                 rows_of[t] = [_cut(length_t, n, i) for i in range(n)]
+                axis_of[t] = axis
                 tiles_of[t] = [tile_id(t, i) for i in range(n)]
                 new_tensors += [_tile_tensor(tensor, axis, a, b, i) for i, (a, b) in enumerate(rows_of[t])]
             main = next((t for t in op.inputs if not graph.tensor(t).persistent), None)
@@ -362,14 +364,17 @@ def tile_graph(graph: TrainingGraph, plan: FusionPlan) -> TrainingGraph:
                     if tensor.persistent:
                         inputs.append(staged[t])
                         continue
-                    if tensor.kind is not TensorKind.ACTIVATION or extent(tensor, axis) is None:
-                        inputs.append(t)  # read whole (labels, a gradient): not along the axis
-                        continue
-                    if t in shared:  # FU.T2': tile i reads tile i's share
+                    if shared_by.get(t) == s_index:  # FU.T2': tile i reads tile i's share
                         inputs.append(tiles_of[t][i])
                         continue
+                    if (tensor.kind is not TensorKind.ACTIVATION or extent(tensor, axis) is None
+                            or t in shared_by or axis_of.get(t, axis) is not axis):
+                        # Read whole (labels, a gradient, another stack's shares or tiles along
+                        # another axis): every tile of it, if it is tiled (FU.T5).
+                        inputs += tiles_of.get(t, [t])
+                        continue
                     lo, hi = _input_rows(op, graph, axis, tensor, (a, b), t == main)
-                    if t in rows_of:  # FU.T3: the tiles of the stack's tensor that cover [lo, hi)
+                    if t in rows_of:  # FU.T3: the tiles (of this stack or an earlier one) that cover [lo, hi)
                         for j, (ta, tb) in enumerate(rows_of[t]):
                             if ta < hi and lo < tb:
                                 inputs.append(tiles_of[t][j])

@@ -1,0 +1,70 @@
+"""The GA's fusion genes (``formulations/fusion.md`` FU.G): plans from genes, decisions
+mapped by name onto the tiled instance, the fast path equal to the evaluator on fused
+decisions, and a front of verified fused points."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from monet_ilp.evaluate import evaluate
+from monet_ilp.ga.fusion import FusionGenome, run_fusion_ga
+from monet_ilp.graph import zoo
+from monet_ilp.graph.analysis import inference_graph
+from monet_ilp.graph.fusion import FusionPlan, chains
+from monet_ilp.hardware.presets import preset
+from monet_ilp.make import make_instance
+from monet_ilp.schedule import schedule_from_dict
+
+HW = preset("edge_tpu", n_pe_x=2, n_pe_y=2)
+
+
+@pytest.fixture(scope="module")
+def gpt():
+    return zoo.gpt2(n_layer=1, d_model=32, n_head=2, seq=16, vocab=64, batch=2)
+
+
+def test_cut_and_tile_genes_make_the_plan(gpt):
+    genome = FusionGenome(gpt, HW, {"problem": "P3", "sram_budget": 2**20})
+    run = chains(gpt)[0]
+    x = np.zeros(genome.size, dtype=int)
+    assert genome.plan(x).fused == ()  # every cut gene 0: layer by layer
+    n = genome.genome.size
+    x[n:n + 2] = 1            # the first three ops of the chain joined
+    x[n + len(run) - 1] = 2   # the first op's tile gene: 4 tiles
+    (stack,) = genome.plan(x).fused
+    assert stack.ops == tuple(run[:3]) and stack.tiles == 4
+    x[n + len(run) - 1] = 0   # one tile: layer by layer again
+    assert genome.plan(x).fused == ()
+
+
+@pytest.mark.parametrize("phase,objective", [("training", "latency"), ("training", "energy"),
+                                             ("inference", "latency")])
+def test_the_fast_path_equals_the_evaluator_on_random_fused_decisions(gpt, phase, objective):
+    graph = gpt if phase == "training" else inference_graph(gpt)
+    genome = FusionGenome(graph, HW, {"problem": "P3", "sram_budget": 2**19, "objective": objective})
+    rng = np.random.default_rng(7)
+    fused = 0
+    for _ in range(60):
+        x = rng.integers(genome.lower, genome.upper + 1)
+        score = genome.score(x, ("latency", "energy"))
+        _, metrics = genome.evaluated(x)
+        assert score.objectives == (metrics.latency_cycles, metrics.energy.total_pj)
+        assert (score.violation == 0) == metrics.feasible
+        assert score.objective_value == metrics.objective_value
+        fused += bool(genome.plan(x).fused)
+    assert fused >= 40  # most random vectors fuse something
+
+
+def test_the_front_holds_verified_fused_points(gpt):
+    opts = {"problem": "P3", "sram_budget": 2**20}
+    front = run_fusion_ga(gpt, HW, opts, generations=4, population=16, seed=3)
+    assert front["points"] and front["fusion_genes"] > 0
+    assert any(p["fusion"]["stacks"] for p in front["points"])
+    genome = FusionGenome(gpt, HW, opts)
+    for point in front["points"]:
+        inst = make_instance(gpt, HW, fusion=FusionPlan.from_dict(point["fusion"]), **opts)
+        assert inst.fingerprint == point["instance_fingerprint"]
+        metrics = evaluate(inst, schedule_from_dict(point["schedule"]))
+        assert metrics.feasible and metrics.latency_cycles == point["latency_cycles"]
+    assert genome.size == front["fusion_genes"] + genome.genome.size
