@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chains, extent
+from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chains, extent, load_fusion
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.make import make_instance
 from monet_ilp.solve import Result, Status, solve
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from monet_ilp.hardware.model import Hardware
     from monet_ilp.schedule import Schedule
 
-__all__ = ["FusionRow", "FusionSearch", "dram_bytes", "fusion_search", "stream_rule"]
+__all__ = ["FusionRow", "FusionSearch", "dram_bytes", "fusion_search", "plan_from_spec", "stream_rule"]
 
 #: The tile counts tried per stack (FU.K1).
 TILES = (2, 4, 8)
@@ -104,6 +104,30 @@ def stream_rule(graph: TrainingGraph, capacity: int, tiles: int, axis: Axis = Ax
             held += weights
         stacks.append(Stack(tuple(current), tiles, axis))
     return FusionPlan(tuple(s for s in stacks if len(s.ops) > 1 and _fits(graph, s)))
+
+
+def plan_from_spec(graph: TrainingGraph, instance: Instance, spec: Mapping[str, Any]) -> FusionPlan:
+    """The plan a batch manifest's ``fusion`` entry asks for: ``{chains: n}`` (every chain
+    fused whole, at most ``n`` tiles, FU.S3), ``{stream: n}`` (Stream's rule at the smallest
+    SRAM of ``instance``) or ``{file: ..., path: ...}``; ``axis`` rows or batch."""
+    axis = Axis(spec.get("axis", "rows"))
+    if "file" in spec:
+        return load_fusion(spec.get("path") or spec["file"])
+    if "stream" in spec:
+        capacity = min(m.capacity_bytes for m in instance.memories if m.kind == "sram")
+        return stream_rule(graph, capacity, int(spec["stream"]), axis)
+    tiles = int(spec["chains"])
+    stacks = []
+    for run in chains(graph, axis):
+        fewest = min(_rows(graph, op, axis) for op in run)
+        if min(tiles, fewest) > 1:
+            stacks.append(Stack(tuple(run), min(tiles, fewest), axis))
+    return FusionPlan(tuple(stacks))
+
+
+def _rows(graph: TrainingGraph, op_id: str, axis: Axis) -> int:
+    first = next(graph.tensor(t) for t in graph.op(op_id).outputs if not graph.tensor(t).persistent)
+    return extent(first, axis) or 1
 
 
 def _fits(graph: TrainingGraph, stack: Stack) -> bool:

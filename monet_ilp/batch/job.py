@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
+from monet_ilp.analysis.fusion import plan_from_spec
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.analysis import inference_graph
 from monet_ilp.graph.load import GENERATED, KINDS, load_graph
@@ -132,6 +133,9 @@ class Job:
         hw = p["hardware"]
         if model.get("phase") == "inference":
             what = f"{what} (inference)"
+        if p.get("fusion"):
+            spec = p["fusion"]
+            what = f"{what} fused {' '.join(f'{k}={v}' for k, v in spec.items() if k != 'path')}"
         parts = [what, "-" if hw is None else hw.get("name", "hw"), p["problem"]]
         if p["budget"] is not None:
             parts.append(f"b={p['budget']}")
@@ -171,10 +175,15 @@ def build_instance(params: Mapping[str, Any], paths: Mapping[str, str] | None = 
     paths = paths or {}
     graph = build_graph(params["model"], paths.get("model"))
     hardware = build_hardware(params["hardware"], paths.get("hardware"))
-    return make_instance(graph, hardware, problem=params["problem"], budget=params["budget"],
-                         objective=params["objective"], offload=params.get("offload", "dram"),
-                         alpha=params.get("alpha", 0.5),
-                         runtime_limit_cycles=params.get("runtime_limit_cycles"))
+    options = {"problem": params["problem"], "budget": params["budget"], "objective": params["objective"],
+               "offload": params.get("offload", "dram"), "alpha": params.get("alpha", 0.5),
+               "runtime_limit_cycles": params.get("runtime_limit_cycles")}
+    plain = make_instance(graph, hardware, **options)
+    spec = params.get("fusion")
+    if spec is None:
+        return plain
+    assert hardware is not None  # the manifest makes fused points only with hardware
+    return make_instance(graph, hardware, fusion=plan_from_spec(graph, plain, spec), **options)
 
 
 def instance_hash(instance: Instance) -> str:

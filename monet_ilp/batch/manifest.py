@@ -1,7 +1,7 @@
 """Instance-set manifests (YAML) -> validated :class:`~monet_ilp.batch.job.Job` s.
 
 A manifest spells out a grid: models x hardware points x problems x budgets x
-objectives x backends x time limits x seeds (the format is in
+objectives x fusion plans x backends x time limits x seeds (the format is in
 ``instances/README.md``).  It is read with a ``yaml.SafeLoader`` that remembers the
 line of every key and list item, so each error names the file, the line and the
 key path, e.g. ``edge.yaml: line 12, key hardware[0].sweep.lanes[2]: ...``.
@@ -26,6 +26,7 @@ from monet_ilp.batch.job import Job, job_key
 from monet_ilp.errors import MonetError
 from monet_ilp.graph import zoo
 from monet_ilp.graph.analysis import PHASES
+from monet_ilp.graph.fusion import load_fusion
 from monet_ilp.graph.load import GENERATED, KINDS, builder
 from monet_ilp.hardware.cluster import load_cluster
 from monet_ilp.hardware.presets import PRESETS, preset
@@ -53,7 +54,7 @@ SPACES = {"monet": ("edge_tpu", MONET_EDGE_TPU_SPACE)}
 
 TOP_KEYS = ("name", "description", "plugins", "models", "hardware", "problems", "budgets", "objectives",
             "backends", "options", "time_limits", "seeds", "workers", "alpha", "runtime_limit_cycles",
-            "offload", "plans")
+            "offload", "plans", "fusion")
 #: The keys of a ``plans`` section (P4: transformers on clusters, ``formulations/p4_problem.md``).
 PLAN_KEYS = ("models", "clusters", "global_batches", "objectives", "alpha")
 #: The fields of a P4 model spec an error may name (the entry of ``plans.models`` it is about).
@@ -513,6 +514,43 @@ def _check_options(w: _Where, name: str, options: _Map, keypath: str) -> None:
 
 
 # =================================================================== values
+#: The plans a ``fusion`` entry may ask for (``formulations/fusion.md``): every chain fused
+#: whole, Stream's rule (FU.K2), or a plan file.
+FUSION_KINDS = ("chains", "stream", "file")
+
+
+def _fusion(w: _Where, base: Path, seq: _Seq, i: int) -> dict[str, Any] | None:
+    """A ``fusion`` entry: null or ``none`` (layer by layer), ``{chains: N}``, ``{stream: N}``
+    (N tiles per stack), or ``{file: plan.json}``; each with an optional ``axis``."""
+    entry = seq[i]
+    where = f"fusion[{i}]"
+    if entry is None or entry == "none":
+        return None
+    fix = "write null, {chains: 4}, {stream: 4} or {file: plan.json}, with an optional axis: rows or batch"
+    if not isinstance(entry, _Map):
+        raise w.error(seq, i, where, f"unknown fusion entry {entry!r}", fix)
+    _unknown_keys(w, entry, (*FUSION_KINDS, "axis"), f"{where}.")
+    kinds = [k for k in FUSION_KINDS if k in entry]
+    if len(kinds) != 1:
+        raise w.error(seq, i, where, "a fusion entry names exactly one of chains, stream and file", fix)
+    kind = kinds[0]
+    axis = entry.get("axis", "rows")
+    if axis not in ("rows", "batch"):
+        raise w.error(entry, "axis", f"{where}.axis", f"unknown axis {axis!r}", "use rows or batch")
+    if kind == "file":
+        path = base / str(entry["file"])
+        try:
+            load_fusion(path)
+        except MonetError as err:
+            raise w.error(entry, "file", f"{where}.file", err.problem, err.fix or "fix the plan file") from None
+        return {"file": str(entry["file"]), "path": str(path), "axis": axis}
+    tiles = entry[kind]
+    if not _is_int(tiles) or tiles < 1:
+        raise w.error(entry, kind, f"{where}.{kind}", f"{kind} = {tiles!r} is not a positive tile count",
+                      f"give the tiles per stack, e.g. {kind}: 4")
+    return {kind: int(tiles), "axis": axis}
+
+
 def _budget(w: _Where, seq: _Seq, i: int) -> float | int | None:
     try:
         return parse_budget(seq[i], field=f"budgets[{i}]")
@@ -610,6 +648,8 @@ def parse_manifest(text: str, *, source: str = "<manifest>", base: str | Path = 
     objectives_seq = _as_list(w, data, "objectives", [None])
     objectives = [_choice(w, objectives_seq, i, "objectives", OBJECTIVES, True)
                   for i in range(len(objectives_seq))]
+    fusion_seq = _as_list(w, data, "fusion", [None])
+    fusions = [_fusion(w, base, fusion_seq, i) for i in range(len(fusion_seq))]
     seeds_seq = _as_list(w, data, "seeds", [None])
     for i, seed in enumerate(seeds_seq):
         if seed is not None and not _is_int(seed):
@@ -641,12 +681,14 @@ def parse_manifest(text: str, *, source: str = "<manifest>", base: str | Path = 
     jobs: list[Job] = []
     seen: set[str] = set()
     duplicates = 0
-    grid = itertools.product(models, hardware, problems, budgets, objectives, backend_list, limits_seq,
+    grid = itertools.product(models, hardware, problems, budgets, objectives, fusions, backend_list, limits_seq,
                              seeds_seq)
-    for (model, model_path), (hw, hw_path), problem, budget, objective, (backend, label, options), limit, seed \
-            in grid:
+    for (model, model_path), (hw, hw_path), problem, budget, objective, fusion, (backend, label, options), \
+            limit, seed in grid:
         if hw is None and problem != "P1":
             continue  # P2/P3 points are only made with hardware
+        if hw is None and fusion is not None:
+            continue  # a fused point needs hardware to cost its tiles
         params = {
             "model": model,
             "hardware": hw,
@@ -664,6 +706,8 @@ def parse_manifest(text: str, *, source: str = "<manifest>", base: str | Path = 
             "workers": workers,
             "plugins": list(plugins),
         }
+        if fusion is not None:  # only fused points carry the key: earlier results keep their keys
+            params["fusion"] = fusion
         key = job_key(params)
         if key in seen:
             duplicates += 1
