@@ -21,6 +21,8 @@ __all__ = ["CAPACITY_COLOR", "DPI", "OP_COLORS", "TRANSFER_COLORS", "UNKNOWN_COL
 #: Bar colour of a run, by the kind of its op (``monet_ilp.graph.ir.OpKind``).
 OP_COLORS: Mapping[str, str] = {
     "forward": "#4C72B0",
+    "forward_tile": "#8FB3E0",   # a tile of a fused stack (formulations/fusion.md FU.T1)
+    "weight_stage": "#55A868",   # a stack's weights staged into SRAM (FU.T4)
     "backward_data": "#DD8452",
     "backward_weight": "#C44E52",
     "loss": "#8172B3",

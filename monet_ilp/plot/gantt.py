@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING
 from matplotlib.patches import Patch
 
 from monet_ilp.evaluate import evaluate
+from monet_ilp.graph.fusion import STAGE_OP_TYPE, TILE_SEP
+from monet_ilp.graph.ir import Op, OpKind
 from monet_ilp.instance import Instance
 from monet_ilp.plot.axes import quantity, unit_axis
 from monet_ilp.plot.figures import (
@@ -215,7 +217,7 @@ class _LabelBudget:
 def _draw_runs(ax: Axes, instance: Instance, timed: Schedule, lane_of: Mapping[str, int],
                labels: _LabelBudget) -> set[str]:
     """One collection per lane for first runs and one for recomputations (hatched)."""
-    kind_of = {op.id: str(op.kind) for op in instance.graph.ops}
+    kind_of = {op.id: _kind(op) for op in instance.graph.ops}
     # A recomputation is a run that is not its op's first by (start, end), as the
     # evaluator numbers them (evaluator.md, EV.E2); the schedule's instance field is not trusted.
     seen: set[str] = set()
@@ -241,6 +243,15 @@ def _draw_runs(ax: Axes, instance: Instance, timed: Schedule, lane_of: Mapping[s
     if seen and len(seen) < len(timed.ops):
         kinds.add("recomputation")
     return kinds
+
+
+def _kind(op: Op) -> str:
+    """The colour key of an op: its kind, or a fused stack's tile or weight staging (FU.T1, FU.T4)."""
+    if op.op_type == STAGE_OP_TYPE:
+        return "weight_stage"
+    if op.kind is OpKind.FORWARD and TILE_SEP in op.id:
+        return "forward_tile"
+    return str(op.kind)
 
 
 def transfer_direction(instance: Instance, src: str, dst: str) -> str:

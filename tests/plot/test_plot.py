@@ -18,7 +18,9 @@ from monet_ilp.errors import InputFormatError, MonetError
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.nsga2 import run_ga
 from monet_ilp.graph import random_layered, zoo
+from monet_ilp.graph.fusion import chains, plan_of
 from monet_ilp.hardware.presets import preset
+from monet_ilp.heuristics.memory_aware import memory_aware_schedule
 from monet_ilp.make import make_instance
 from monet_ilp.schedule import Schedule, Sequence, Transfer, save_schedule
 from monet_ilp.solve import solve
@@ -110,6 +112,17 @@ def test_gantt_p3_lanes_capacity_and_png(p3, tmp_path):
     drawn = [b for c in gantt_ax.collections for b in bars(c) if b[2] == 0]
     assert len(drawn) == sum(1 for r in schedule.ops if r.core == inst.cores[0].id)
     assert fig.get_suptitle().startswith(f"{inst.name}: latency")
+
+
+def test_gantt_shows_a_fused_stacks_tiles_and_its_staged_weights(tmp_path):
+    graph = zoo.gpt2(n_layer=1, d_model=32, n_head=2, seq=16, vocab=64, batch=2)
+    inst = make_instance(graph, preset("edge_tpu", n_pe_x=2, n_pe_y=2), problem="P3", sram_budget=2**20,
+                         fusion=plan_of([chains(graph)[0]], 4))
+    fig = plot.gantt(inst, memory_aware_schedule(inst), path=tmp_path / "fused.png")
+    legend = [t.get_text() for t in axes_by_gid(fig, "gantt").get_legend().get_texts()]
+    assert "forward tile" in legend and "weight stage" in legend
+    drawn = sum(len(bars(c)) for c in axes_by_gid(fig, "gantt").collections)
+    assert drawn >= 4 * len(chains(graph)[0])  # every tile is a bar
 
 
 def test_gantt_p1_sequence_is_drawn_timed_with_recomputations_hatched(p1, tmp_path):
