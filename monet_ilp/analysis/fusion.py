@@ -13,12 +13,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chains, extent, load_fusion
+from monet_ilp.hardware.cost import cost_breakdown
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.make import make_instance
+from monet_ilp.results import bound_error, gap_of
 from monet_ilp.solve import Result, Status, solve
 
 if TYPE_CHECKING:
@@ -26,7 +29,8 @@ if TYPE_CHECKING:
     from monet_ilp.hardware.model import Hardware
     from monet_ilp.schedule import Schedule
 
-__all__ = ["FusionRow", "FusionSearch", "dram_bytes", "fusion_search", "plan_from_spec", "stream_rule"]
+__all__ = ["FusionBound", "FusionRow", "FusionSearch", "dram_bytes", "fusion_bound", "fusion_search",
+           "plan_from_spec", "stream_rule"]
 
 #: The tile counts tried per stack (FU.K1).
 TILES = (2, 4, 8)
@@ -80,11 +84,81 @@ class FusionSearch:
     layer_by_layer: FusionRow
     screened: int
     seconds: float
+    bound: FusionBound
+    objective: Objective
     notes: tuple[str, ...] = field(default=())
+    errors: tuple[str, ...] = field(default=())
 
     @property
     def best(self) -> FusionRow:
         return self.rows[0]
+
+    @property
+    def bound_every_plan(self) -> int | None:
+        """The bound over every schedule of every plan (FU.B1, FU.B2) on the objective."""
+        return self.bound.of(self.objective)
+
+    def gap_every_plan(self, row: FusionRow) -> float | None:
+        """``row``'s gap to :attr:`bound_every_plan` (``None`` without a value or a bound)."""
+        bound, value = self.bound_every_plan, row.objective
+        if bound is None or value is None or not isinstance(value, int):
+            return None
+        return gap_of(value, bound)
+
+
+@dataclass(frozen=True)
+class FusionBound:
+    """FU.B1/FU.B2: bounds on latency and energy that hold for every schedule of every
+    fusion plan of the graph (layer by layer included), and what they count."""
+
+    latency_cycles: int
+    energy_pj: int
+    compute_cycles: int   # the least compute work, summed over ops, before it is shared by the cores
+    cores: int
+
+    def of(self, objective: str | Objective) -> int | None:
+        """The bound on ``objective`` (``None`` for one this family does not bound)."""
+        return {"latency": self.latency_cycles, "energy": self.energy_pj}.get(str(Objective(objective)))
+
+
+def fusion_bound(graph: TrainingGraph, hardware: Hardware, plain: Instance, axis: Axis | str = Axis.ROWS
+                 ) -> FusionBound:
+    """FU.B1 (latency) and FU.B2 (energy) over every plan along ``axis`` (``formulations/fusion.md``).
+
+    ``plain`` is the layer-by-layer instance (its cores and static power).  Per op, the
+    least compute over its cores (MAC and vector cycles, CM.C5, CM.C6, in the reference
+    clock; for an op that a stack may tile, its vector FLOPs less the ``2E`` that rounding
+    each of at most ``E`` tiles' shares up can take away) and the least compute energy
+    (less ``E/2`` for the tiles' own rounding, CM.C11).
+    """
+    axis = Axis(axis)
+    tileable = {op: _rows(graph, op, axis) for run in chains(graph, axis) for op in run}
+    cores = [hardware.core(c.id) for c in plain.cores]
+    work = 0
+    energy = 0
+    for op in graph.ops:
+        best_cycles: int | None = None
+        best_pj: int | None = None
+        for core in cores:
+            if op.id not in plain.costs or core.id not in plain.costs[op.id]:
+                continue
+            b = cost_breakdown(op, graph, core, hardware)
+            rows = tileable.get(op.id, 0)
+            vector = max(0, b.vector_flops - 2 * rows)
+            core_cycles = b.mac_core_cycles + -(-vector // core.vector_ops_per_cycle)
+            cycles = core_cycles * hardware.clock_hz // core.clock_hz  # floor: a lower bound
+            pj = _exact_pj(op.macs, core.mac_pj) + _exact_pj(vector, core.vector_op_pj) - rows / 2
+            best_cycles = cycles if best_cycles is None else min(best_cycles, cycles)
+            best_pj = int(max(0.0, pj)) if best_pj is None else min(best_pj, int(max(0.0, pj)))
+        work += best_cycles or 0
+        energy += best_pj or 0
+    latency = -(-work // len(cores))
+    static = plain.static_fj_per_cycle * latency // 1000
+    return FusionBound(latency, energy + static, work, len(cores))
+
+
+def _exact_pj(count: int, pj: float) -> float:
+    return count * float(Fraction(repr(float(pj))))
 
 
 def stream_rule(graph: TrainingGraph, capacity: int, tiles: int, axis: Axis = Axis.ROWS) -> FusionPlan:
@@ -229,7 +303,16 @@ def fusion_search(graph: TrainingGraph, hardware: Hardware, *, problem: str | Pr
         rows.append(FusionRow(strategy, plan, result, inst, value))
     lbl = rows[0]
     done = sorted(rows, key=lambda r: (r.objective is None, r.objective if r.objective is not None else 0))
-    return FusionSearch(tuple(done), lbl, len(screened), time.perf_counter() - began, tuple(notes))
+    bound = fusion_bound(graph, hardware, plain, axis)
+    every = bound.of(plain.objective)
+    errors = []
+    for row in done:  # BD.C1: a bound above a verified schedule is a bug, reported, never capped
+        if every is not None and row.result.status in (Status.OPTIMAL, Status.FEASIBLE):
+            wrong = bound_error(row.objective, every, "FU.B", "every schedule of every fusion plan")
+            if wrong:
+                errors.append(f"{row.summary()}: {wrong}")
+    return FusionSearch(tuple(done), lbl, len(screened), time.perf_counter() - began, bound,
+                        Objective(plain.objective), tuple(notes), tuple(errors))
 
 
 def _describe(plan: FusionPlan) -> str:

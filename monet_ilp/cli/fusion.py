@@ -114,8 +114,9 @@ def search_cmd(model: str | None, params: tuple[str, ...], graph_path: str | Non
         err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     table = Table(title=f"{g.name} on {hardware.name}: fusion plans ({objective}), "
                         f"{found.screened} screened in {found.seconds:.0f} s")
-    for col in ("plan", "from", "status", objective, "bound (its plan)", "gap", "latency", "energy (pJ)",
-                "DRAM bytes", "peak SRAM"):
+    every = found.bound_every_plan
+    for col in ("plan", "from", "status", objective, "bound (its plan)", "gap", "gap (every plan)", "latency",
+                "energy (pJ)", "DRAM bytes", "peak SRAM"):
         table.add_column(col, justify="left" if col in ("plan", "from", "status") else "right")
     errors = False
     for row in found.rows:
@@ -125,15 +126,22 @@ def search_cmd(model: str | None, params: tuple[str, ...], graph_path: str | Non
                       "-" if r.objective is None else f"{r.objective:,}",
                       "-" if r.bound is None else f"{r.bound:,}",
                       "-" if r.gap is None else f"{100 * r.gap:.1f} %",
+                      _percent(found.gap_every_plan(row)),
                       "-" if m is None else f"{m.latency_cycles:,}",
                       "-" if m is None else f"{m.energy.total_pj:,}",
                       "-" if row.dram_bytes is None else human_bytes(row.dram_bytes),
                       "-" if row.peak_sram_bytes is None else human_bytes(row.peak_sram_bytes))
     show(table)
+    if every is not None:
+        err_console.print(f"bound over every schedule of every fusion plan (FU.B): {every:,} "
+                          f"({found.bound.compute_cycles:,} compute cycles on {found.bound.cores} cores)",
+                          markup=False, highlight=False)
+    for wrong in found.errors:
+        err_console.print(f"error: {wrong}", markup=False, highlight=False, soft_wrap=True)
     if out:
         Path(out).write_text(json.dumps(found.best.plan.to_dict(), indent=1) + "\n")
         err_console.print(f"wrote {out} (the best plan: {found.best.summary()})")
-    exit_unless(not errors)
+    exit_unless(not errors and not found.errors)
 
 
 
@@ -191,6 +199,10 @@ def ga_cmd(model: str | None, params: tuple[str, ...], graph_path: str | None, p
         Path(out).write_text(json.dumps(front, indent=1) + "\n")
         err_console.print(f"wrote {out}")
     exit_unless(bool(front["points"]) and not errors)
+
+
+def _percent(gap: float | None) -> str:
+    return "-" if gap is None else f"{100 * gap:.1f} %"
 
 
 def _counts(text: str) -> tuple[int, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from monet_ilp.analysis.fusion import fusion_bound
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.fusion import FusionGenome, run_fusion_ga
 from monet_ilp.graph import zoo
@@ -68,3 +69,22 @@ def test_the_front_holds_verified_fused_points(gpt):
         metrics = evaluate(inst, schedule_from_dict(point["schedule"]))
         assert metrics.feasible and metrics.latency_cycles == point["latency_cycles"]
     assert genome.size == front["fusion_genes"] + genome.genome.size
+
+
+@pytest.mark.parametrize("phase,objective", [("training", "latency"), ("inference", "energy")])
+def test_the_bound_over_every_plan_holds_for_random_fused_schedules(gpt, phase, objective):
+    """FU.B1, FU.B2: no verified schedule of any plan is below the bound."""
+    graph = gpt if phase == "training" else inference_graph(gpt)
+    genome = FusionGenome(graph, HW, {"problem": "P3", "sram_budget": 2**20, "objective": objective})
+    bound = fusion_bound(graph, HW, genome.base)
+    assert 0 < bound.latency_cycles and 0 < bound.energy_pj
+    rng = np.random.default_rng(11)
+    checked = 0
+    for _ in range(40):
+        x = rng.integers(genome.lower, genome.upper + 1)
+        _, metrics = genome.evaluated(x)
+        if metrics.feasible:
+            checked += 1
+            assert metrics.latency_cycles >= bound.latency_cycles
+            assert metrics.energy.total_pj >= bound.energy_pj
+    assert checked >= 20
