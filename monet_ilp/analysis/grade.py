@@ -52,6 +52,12 @@ def load_points(path: str | Path, instance: Instance) -> list[tuple[str, Schedul
                                    fix="run `monet-ilp ga` again, or grade a schedule file")
         out = []
         for k, p in enumerate(points):
+            if isinstance(p, dict) and p.get("fusion", {}).get("stacks"):
+                raise InputFormatError(
+                    "a point of a fusion GA: its schedule is of its plan's tiled instance "
+                    "(formulations/fusion.md FU.G3), not of this one", file=str(path), field=f"points[{k}].fusion",
+                    fix="grade the front with `monet-ilp fusion ga --grade SECONDS`, or make the tiled instance "
+                        "(`monet-ilp instance make --fusion PLAN`) and grade the point's schedule against it")
             if isinstance(p.get("schedule"), dict):
                 schedule = schedule_from_dict(p["schedule"], source=str(path))
                 check_made_for(schedule, instance, source=f"{path}: points[{k}]")

@@ -4,10 +4,13 @@ decisions, and a front of verified fused points."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
 from monet_ilp.analysis.fusion import fusion_bound
+from monet_ilp.cli import main
 from monet_ilp.evaluate import evaluate
 from monet_ilp.ga.fusion import FusionGenome, run_fusion_ga
 from monet_ilp.graph import zoo
@@ -88,3 +91,18 @@ def test_the_bound_over_every_plan_holds_for_random_fused_schedules(gpt, phase, 
             assert metrics.latency_cycles >= bound.latency_cycles
             assert metrics.energy.total_pj >= bound.energy_pj
     assert checked >= 20
+
+
+def test_grade_sends_a_fused_front_to_the_fusion_ga(gpt, tmp_path, capsys):
+    opts = {"problem": "P3", "sram_budget": 2**20}
+    front = run_fusion_ga(gpt, HW, opts, generations=2, population=12, seed=5)
+    fused = [p for p in front["points"] if p["fusion"]["stacks"]]
+    assert fused
+    (tmp_path / "front.json").write_text(json.dumps({**front, "points": fused}))
+    make_instance(gpt, HW, **opts).save(tmp_path / "plain.json")
+    try:
+        main(["grade", str(tmp_path / "front.json"), "--instance", str(tmp_path / "plain.json")])
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    assert code == 2 and "fusion ga --grade" in capsys.readouterr().err
