@@ -9,6 +9,12 @@ configurations, and how latency follows the compute per PE (U x L), the PE count
 the SRAM per PE (Spearman rank correlations).  The rows go to ``<out>/fig1.json``.
 
     python scripts/repro_monet_fig1.py --out results/monet_fig1
+    python scripts/repro_monet_fig1.py --fusion --out results/monet_fig1_fused
+
+``--fusion`` runs ``instances/monet_design_space_fused.yaml`` instead, the same grid with a
+fusion axis (layer by layer, and every chain fused whole in 4 tiles,
+``formulations/fusion.md``); the rows are then given twice, from the layer-by-layer
+schedules alone and from the better of the two per configuration.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from monet_ilp.batch.results import latest_records, read_records
 from monet_ilp.results import non_dominated
 
 MANIFEST = Path(__file__).resolve().parent.parent / "instances" / "monet_design_space.yaml"
+FUSED_MANIFEST = MANIFEST.with_name("monet_design_space_fused.yaml")
 
 
 def spearman(x: list[float], y: list[float]) -> float | None:
@@ -80,33 +87,44 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--resume", action="store_true", help="finish an interrupted run")
     parser.add_argument("--no-run", action="store_true", help="only read --out and plot")
+    parser.add_argument("--fusion", action="store_true", help="the grid with a fusion axis")
     args = parser.parse_args()
+    manifest = FUSED_MANIFEST if args.fusion else MANIFEST
     out = Path(args.out)
     console = Console(width=180)
     began = time.perf_counter()
     if not args.no_run:
-        cmd = [sys.executable, "-m", "monet_ilp", "batch", "run", str(MANIFEST), "--jobs", str(args.jobs),
+        cmd = [sys.executable, "-m", "monet_ilp", "batch", "run", str(manifest), "--jobs", str(args.jobs),
                "--out", str(out)] + (["--resume"] if args.resume else [])
         subprocess.run(cmd, check=True)
     ran = time.perf_counter() - began
     subprocess.run([sys.executable, "-m", "monet_ilp", "batch", "plot", str(out)], check=True)
     records = list(latest_records(read_records(out / "results.jsonl").records).values())
     rows = []
-    for model, group in design_space_records(records).items():
-        for phase in ("training", "inference"):
-            part = [dict(r) for r in group if phase_of(r) == phase]
-            if part:
-                rows.append(describe(model, phase, part))
+    variants = [("layer by layer", [r for r in records if not r["params"].get("fusion")])]
+    if any(r["params"].get("fusion") for r in records):
+        variants.append(("with fusion", records))  # per configuration, the better schedule of the two
+    for variant, chosen in variants:
+        for model, group in design_space_records(chosen).items():
+            for phase in ("training", "inference"):
+                part = [dict(r) for r in group if phase_of(r) == phase]
+                if part:
+                    row = describe(model, phase, part)
+                    row["variant"] = variant
+                    row["fused_best"] = sum(1 for r in part if r["params"].get("fusion"))
+                    rows.append(row)
     table = Table(title=f"MONET Fig. 1: {len(records)} records, {ran:.0f} s of batch run")
-    for col in ("model", "phase", "configs", "latency (Mcycles)", "x spread", "energy (mJ)", "x spread",
-                "rho(lat, U*L)", "rho(lat, PEs)", "rho(lat, SRAM)", "rho(energy, PEs)", "Pareto-optimal"):
-        table.add_column(col, justify="left" if col in ("model", "phase", "Pareto-optimal") else "right")
+    for col in ("schedules", "model", "phase", "configs", "fused best", "latency (Mcycles)", "x spread",
+                "energy (mJ)", "x spread", "rho(lat, U*L)", "rho(lat, PEs)", "rho(lat, SRAM)", "rho(energy, PEs)",
+                "Pareto-optimal"):
+        table.add_column(col, justify="left" if col in ("schedules", "model", "phase", "Pareto-optimal")
+                         else "right")
 
     def rho(v: float | None) -> str:
         return "-" if v is None else f"{v:+.2f}"
 
     for r in rows:
-        table.add_row(r["model"], r["phase"], str(r["configurations"]),
+        table.add_row(r["variant"], r["model"], r["phase"], str(r["configurations"]), str(r["fused_best"]),
                       f"{r['latency_min'] / 1e6:.2f}-{r['latency_max'] / 1e6:.2f}", f"{r['latency_spread']:.1f}",
                       f"{r['energy_min'] / 1e9:.3f}-{r['energy_max'] / 1e9:.3f}", f"{r['energy_spread']:.3f}",
                       rho(r["rho_latency_per_pe_compute"]), rho(r["rho_latency_pes"]), rho(r["rho_latency_sram"]),
