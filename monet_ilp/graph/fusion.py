@@ -217,6 +217,8 @@ def fusable(op: Op, graph: TrainingGraph, axis: Axis) -> str | None:
     if training and "BatchNormalization" in op.op_type.split("+"):
         return ("batch normalisation in training needs the statistics of the whole feature map "
                 "before it normalises any tile (FU.F2): cut the stack before it")
+    if any(graph.tensor(t).persistent for t in op.outputs + op.updates):
+        return "it writes a persistent tensor (a weight or a state), which is not tiled"
     outputs = [graph.tensor(t) for t in op.outputs if not graph.tensor(t).persistent]
     if not outputs:
         return "it writes no activation to tile"
