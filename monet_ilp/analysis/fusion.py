@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
+from monet_ilp.analysis.bounds import lower_bounds
 from monet_ilp.errors import MonetError
 from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chains, extent, load_fusion
 from monet_ilp.hardware.cost import cost_breakdown
@@ -88,6 +89,9 @@ class FusionSearch:
     objective: Objective
     notes: tuple[str, ...] = field(default=())
     errors: tuple[str, ...] = field(default=())
+    #: FU.B4: with no chain to fuse, layer by layer is the only plan, and the bounds over
+    #: every schedule of its instance (``bounds.md``) hold for every plan.
+    only_plan_bound: int | None = None
 
     @property
     def best(self) -> FusionRow:
@@ -95,8 +99,9 @@ class FusionSearch:
 
     @property
     def bound_every_plan(self) -> int | None:
-        """The bound over every schedule of every plan (FU.B1, FU.B2) on the objective."""
-        return self.bound.of(self.objective)
+        """The bound over every schedule of every plan (FU.B1, FU.B2, FU.B4) on the objective."""
+        found = [b for b in (self.bound.of(self.objective), self.only_plan_bound) if b is not None]
+        return max(found) if found else None
 
     def gap_every_plan(self, row: FusionRow) -> float | None:
         """``row``'s gap to :attr:`bound_every_plan` (``None`` without a value or a bound)."""
@@ -304,7 +309,14 @@ def fusion_search(graph: TrainingGraph, hardware: Hardware, *, problem: str | Pr
     lbl = rows[0]
     done = sorted(rows, key=lambda r: (r.objective is None, r.objective if r.objective is not None else 0))
     bound = fusion_bound(graph, hardware, plain, axis)
-    every = bound.of(plain.objective)
+    only = None
+    if not runs:  # FU.B4: one plan, so its bounds over every schedule hold for every plan
+        found = lower_bounds(plain, time_limit=time_limit, workers=workers)
+        only = found.get("best_all")
+        notes.append(f"the bound over every plan is layer by layer's over every schedule ({only}, "
+                     f"{found.get('best_all_source')})")
+    every = max(b for b in (bound.of(plain.objective), only) if b is not None) \
+        if bound.of(plain.objective) is not None or only is not None else None
     errors = []
     for row in done:  # BD.C1: a bound above a verified schedule is a bug, reported, never capped
         if every is not None and row.result.status in (Status.OPTIMAL, Status.FEASIBLE):
@@ -312,7 +324,7 @@ def fusion_search(graph: TrainingGraph, hardware: Hardware, *, problem: str | Pr
             if wrong:
                 errors.append(f"{row.summary()}: {wrong}")
     return FusionSearch(tuple(done), lbl, len(screened), time.perf_counter() - began, bound,
-                        Objective(plain.objective), tuple(notes), tuple(errors))
+                        Objective(plain.objective), tuple(notes), tuple(errors), only)
 
 
 def _describe(plan: FusionPlan) -> str:

@@ -63,9 +63,12 @@ def test_streams_rule_keeps_each_stacks_weights_within_the_capacity(gpt):
 def test_a_graph_with_nothing_fusable_says_so():
     training = zoo.resnet18(batch=1)  # every conv carries a batch normalisation in training (FU.F2)
     found = fusion_search(training, HW, sram_budget=3 * 2**20, backend=LIST, screen_backend=LIST, workers=1,
-                          tiles=(2,))
+                          tiles=(2,), time_limit=3)
     assert [r.plan.fused for r in found.rows] == [()]
     assert found.notes and "no chain" in found.notes[0]
+    # FU.B4: the only plan's bounds over every schedule hold for every plan, and beat FU.B1.
+    assert found.only_plan_bound is not None and found.bound_every_plan == found.only_plan_bound
+    assert found.bound.latency_cycles < found.only_plan_bound <= found.best.objective
 
 
 def test_the_cli_searches_and_writes_the_best_plan(tmp_path, capsys):
