@@ -311,7 +311,7 @@ def fusion_search(graph: TrainingGraph, hardware: Hardware, *, problem: str | Pr
     bound = fusion_bound(graph, hardware, plain, axis)
     only = None
     if not runs:  # FU.B4: one plan, so its bounds over every schedule hold for every plan
-        found = lower_bounds(plain, time_limit=time_limit, workers=workers)
+        found = lower_bounds(plain, time_limit=min(60.0, time_limit), workers=workers)
         only = found.get("best_all")
         notes.append(f"the bound over every plan is layer by layer's over every schedule ({only}, "
                      f"{found.get('best_all_source')})")
