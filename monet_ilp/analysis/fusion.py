@@ -187,7 +187,8 @@ def stream_rule(graph: TrainingGraph, capacity: int, tiles: int, axis: Axis = Ax
 
 def plan_from_spec(graph: TrainingGraph, instance: Instance, spec: Mapping[str, Any]) -> FusionPlan:
     """The plan a batch manifest's ``fusion`` entry asks for: ``{chains: n}`` (every chain
-    fused whole, at most ``n`` tiles, FU.S3), ``{stream: n}`` (Stream's rule at the smallest
+    fused whole, at most ``n`` tiles, FU.S3, cut at each layer whose weight outgrows the
+    smallest SRAM), ``{stream: n}`` (Stream's rule at the smallest
     SRAM of ``instance``) or ``{file: ..., path: ...}``; ``axis`` rows or batch."""
     axis = Axis(spec.get("axis", "rows"))
     if "file" in spec:
@@ -196,12 +197,31 @@ def plan_from_spec(graph: TrainingGraph, instance: Instance, spec: Mapping[str, 
         capacity = min(m.capacity_bytes for m in instance.memories if m.kind == "sram")
         return stream_rule(graph, capacity, int(spec["stream"]), axis)
     tiles = int(spec["chains"])
+    capacity = min(m.capacity_bytes for m in instance.memories if m.kind == "sram")
     stacks = []
     for run in chains(graph, axis):
-        fewest = min(_rows(graph, op, axis) for op in run)
-        if min(tiles, fewest) > 1:
-            stacks.append(Stack(tuple(run), min(tiles, fewest), axis))
+        # A layer whose weight outgrows the smallest SRAM cannot be staged (FU.T4): it cuts
+        # the chain and stays layer by layer.
+        for part in _split_where(run, lambda op: _largest_weight(graph, op) > capacity):
+            fewest = min((_rows(graph, op, axis) for op in part), default=1)
+            if len(part) > 1 and min(tiles, fewest) > 1:
+                stacks.append(Stack(tuple(part), min(tiles, fewest), axis))
     return FusionPlan(tuple(stacks))
+
+
+def _largest_weight(graph: TrainingGraph, op_id: str) -> int:
+    return max((graph.tensor(t).bytes for t in graph.op(op_id).inputs if graph.tensor(t).persistent), default=0)
+
+
+def _split_where(run: Sequence[str], cut: Callable[[str], bool]) -> list[list[str]]:
+    """The runs of ``run`` between the ops ``cut`` holds for (which are left out)."""
+    parts: list[list[str]] = [[]]
+    for op in run:
+        if cut(op):
+            parts.append([])
+        else:
+            parts[-1].append(op)
+    return [p for p in parts if p]
 
 
 def _rows(graph: TrainingGraph, op_id: str, axis: Axis) -> int:
