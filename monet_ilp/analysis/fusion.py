@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.analysis.bounds import lower_bounds
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chains, extent, load_fusion
+from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chain_parts, chains, extent, load_fusion
 from monet_ilp.hardware.cost import cost_breakdown
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.make import make_instance
@@ -182,7 +182,8 @@ def stream_rule(graph: TrainingGraph, capacity: int, tiles: int, axis: Axis = Ax
             current.append(op_id)
             held += weights
         stacks.append(Stack(tuple(current), tiles, axis))
-    return FusionPlan(tuple(s for s in stacks if len(s.ops) > 1 and _fits(graph, s)))
+    parts = [Stack(tuple(p), s.tiles, axis) for s in stacks for p in chain_parts(graph, s.ops)]
+    return FusionPlan(tuple(s for s in parts if len(s.ops) > 1 and _fits(graph, s)))
 
 
 def plan_from_spec(graph: TrainingGraph, instance: Instance, spec: Mapping[str, Any]) -> FusionPlan:
@@ -202,10 +203,11 @@ def plan_from_spec(graph: TrainingGraph, instance: Instance, spec: Mapping[str, 
     for run in chains(graph, axis):
         # A layer whose weight outgrows the smallest SRAM cannot be staged (FU.T4): it cuts
         # the chain and stays layer by layer.
-        for part in _split_where(run, lambda op: _largest_weight(graph, op) > capacity):
-            fewest = min((_rows(graph, op, axis) for op in part), default=1)
-            if len(part) > 1 and min(tiles, fewest) > 1:
-                stacks.append(Stack(tuple(part), min(tiles, fewest), axis))
+        for piece in _split_where(run, lambda op: _largest_weight(graph, op) > capacity):
+            for part in chain_parts(graph, piece):
+                fewest = min((_rows(graph, op, axis) for op in part), default=1)
+                if len(part) > 1 and min(tiles, fewest) > 1:
+                    stacks.append(Stack(tuple(part), min(tiles, fewest), axis))
     return FusionPlan(tuple(stacks))
 
 
@@ -378,6 +380,8 @@ def _greedy(graph: TrainingGraph, runs: list[list[str]], axis: Axis, tiles: Sequ
         for plan in moves:
             if stop_at is not None and time.perf_counter() >= stop_at:
                 break
+            plan = FusionPlan(tuple(Stack(tuple(p), s.tiles, s.axis) for s in plan.fused
+                                    for p in chain_parts(graph, s.ops) if len(p) > 1))
             if not all(_fits(graph, s) for s in plan.fused):
                 continue
             value = screen("greedy", plan)

@@ -27,7 +27,7 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.ga.genome import OBJECTIVES, Genes, Genome, violation
 from monet_ilp.ga.nsga2 import reset_mutation
-from monet_ilp.graph.fusion import TILE_SEP, Axis, FusionPlan, Stack, chains, extent
+from monet_ilp.graph.fusion import TILE_SEP, Axis, FusionPlan, Stack, chain_parts, chains, extent
 from monet_ilp.heuristics.decisions import Decisions
 from monet_ilp.heuristics.fast import FastMetrics, fast_metrics
 from monet_ilp.make import make_instance
@@ -104,7 +104,8 @@ class FusionGenome:
                     continue
                 tiles = min(self.tiles[counts[first]], *(self.rows[o] for o in current))
                 if len(current) > 1 and tiles > 1:
-                    stacks.append(Stack(tuple(current), tiles, self.axis))
+                    stacks += [Stack(tuple(part), tiles, self.axis)
+                               for part in chain_parts(self.graph, current) if len(part) > 1]
                 if k < len(run):
                     current, first = [run[k]], k
             c += len(run) - 1

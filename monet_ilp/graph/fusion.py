@@ -30,6 +30,7 @@ __all__ = [
     "FusionError",
     "FusionPlan",
     "Stack",
+    "chain_parts",
     "chains",
     "extent",
     "fusable",
@@ -485,6 +486,21 @@ def chains(graph: TrainingGraph, axis: Axis = Axis.ROWS) -> list[list[str]]:
     if len(current) > 1:
         runs.append(current)
     return runs
+
+
+def chain_parts(graph: TrainingGraph, ops: Sequence[str]) -> list[list[str]]:
+    """``ops`` (consecutive forward ops) cut into chains (FU.S1): a new part starts at each op
+    that reads nothing the part's earlier ops make."""
+    parts: list[list[str]] = []
+    made: set[str] = set()
+    for op_id in ops:
+        op = graph.op(op_id)
+        if not parts or not any(t in made for t in op.inputs):
+            parts.append([])
+            made = set()
+        parts[-1].append(op_id)
+        made.update(op.outputs)
+    return parts
 
 
 def plan_of(stacks: Iterable[Sequence[str]], tiles: int | Sequence[int], axis: Axis = Axis.ROWS) -> FusionPlan:

@@ -7,11 +7,13 @@ import json
 
 import pytest
 
-from monet_ilp.analysis.fusion import dram_bytes, fusion_search, stream_rule
+from monet_ilp.analysis.fusion import dram_bytes, fusion_search, plan_from_spec, stream_rule
 from monet_ilp.cli import main
 from monet_ilp.graph import zoo
-from monet_ilp.graph.fusion import chains
+from monet_ilp.graph.analysis import inference_graph
+from monet_ilp.graph.fusion import chain_parts, chains
 from monet_ilp.hardware.presets import preset
+from monet_ilp.make import make_instance
 from monet_ilp.results import Status
 
 HW = preset("edge_tpu", n_pe_x=2, n_pe_y=2)
@@ -92,3 +94,16 @@ def test_a_bad_plan_on_the_command_line_exits_2_naming_the_file(tmp_path, capsys
                 "-o", str(tmp_path / "inst.json")]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "stacks[0].ops" in err and "fix:" in err and "Traceback" not in err
+
+
+def test_plans_cut_where_weights_outgrow_the_sram_are_still_chains():
+    """{chains: 4} and Stream's rule on ResNet-18 inference at 512 KiB: layers whose weights
+    cannot be staged are left out, and what is left is cut into chains (FU.S1)."""
+    graph = inference_graph(zoo.resnet18(batch=1))
+    plain = make_instance(graph, HW, problem="P3", sram_budget=2**19)
+    for plan in (plan_from_spec(graph, plain, {"chains": 4}), stream_rule(graph, 2**19, 4)):
+        assert plan.fused
+        tiled = make_instance(graph, HW, problem="P3", sram_budget=2**19, fusion=plan)  # accepted
+        assert tiled.graph.meta["fusion"]["stacks"]
+        for stack in plan.fused:
+            assert chain_parts(graph, stack.ops) == [list(stack.ops)]
