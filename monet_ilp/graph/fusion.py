@@ -313,8 +313,7 @@ def tile_graph(graph: TrainingGraph, plan: FusionPlan) -> TrainingGraph:
     stacks = plan.fused
     if not stacks:
         return graph
-    replaced: dict[str, Op] = {}     # a stack op -> (its tiles are listed in tiled_ops)
-    tiled_ops: dict[str, list[Op]] = {}
+    tiled_ops: dict[str, list[Op]] = {}  # a stack op -> its tiles
     tiles_of: dict[str, list[str]] = {}   # a tiled tensor -> its tiles
     new_tensors: list[Tensor] = []
     staged_first: dict[str, list[Op]] = {}  # the first op of a stack -> its staging ops
@@ -327,7 +326,6 @@ def tile_graph(graph: TrainingGraph, plan: FusionPlan) -> TrainingGraph:
         stage_ops: list[Op] = []
         for op_id in stack.ops:
             op = graph.op(op_id)
-            replaced[op_id] = op
             length = _op_extent(op, graph, axis)
             cuts = [_cut(length, n, i) for i in range(n)]
             for t in op.inputs:
