@@ -143,6 +143,7 @@ def test_a_torn_last_line_is_cut_off_and_its_job_rerun(tmp_path):
         lines = path.read_bytes().splitlines(keepends=True)
 
 
+@pytest.mark.slow  # 10-30 s: the slow tier (CI runs it after the default one)
 def test_sigkill_mid_run_then_resume_loses_and_duplicates_nothing(tmp_path):
     path = tmp_path / "set.yaml"
     path.write_text(textwrap.dedent(f"""

@@ -128,6 +128,7 @@ def run(*args: str) -> subprocess.CompletedProcess:
                           timeout=300, check=False)
 
 
+@pytest.mark.slow  # 10-30 s: the slow tier (CI runs it after the default one)
 def test_cli_ga_then_solve_with_the_hint_then_grade(tmp_path):
     inst_path, ga_path = tmp_path / "inst.json", tmp_path / "ga.json"
     mlp().save(inst_path)

@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import hashlib, json
 from monet_ilp.graph import random_layered_literature, zoo
@@ -34,6 +36,7 @@ def built_with(salt: str) -> list[str]:
     return done.stdout.splitlines()
 
 
+@pytest.mark.slow  # 10-30 s: the slow tier (CI runs it after the default one)
 def test_every_zoo_graph_and_an_instance_are_the_same_under_another_hash_salt():
     first, second = built_with("1"), built_with("2")
     assert len(first) > 10 and first[-1].startswith("instance")

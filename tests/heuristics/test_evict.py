@@ -145,6 +145,7 @@ def test_schedules_on_random_dags_where_the_milp_finds_one(kind, n, seed, budget
     assert min(s.meta["compute_cycles"] for s in alone if s is not None) <= sequence.meta["compute_cycles"]
 
 
+@pytest.mark.slow  # 10-30 s: the slow tier (CI runs it after the default one)
 def test_the_milp_agrees_the_budget_is_feasible():
     """One of the cases above: the premise, checked (the MILP's class is not the
     heuristic's, so neither cost bounds the other)."""

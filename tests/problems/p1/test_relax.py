@@ -116,6 +116,7 @@ def test_hand_chain_cut_bound_is_the_optimum():
     assert bound.value == 23 and bound.method == "cut" and bound.stats["cut_k"] == 2
 
 
+@pytest.mark.slow  # 10-30 s: the slow tier (CI runs it after the default one)
 def test_closure_bound_brings_back_what_recomputations_read():
     """BD.B10 on a literature DAG at 0.8: above BD.B7 and the relaxation's LP (each cut's
     restore problem, exactly, with the inputs of every recomputation); BD.B11's chain of

@@ -60,6 +60,7 @@ def test_on_one_core_the_contention_relaxation_meets_the_optimum():
     assert bound.value == best.objective  # 268,307
 
 
+@pytest.mark.slow  # 10-30 s: the slow tier (CI runs it after the default one)
 def test_the_contention_relaxation_lifts_the_placement_milp_and_holds_for_random_schedules():
     """On gpt2-tiny with one block on hetero_quad, above BD.B12 (80,831 against 80,637),
     and below every random decoding the evaluator accepts and the schedule `auto` finds."""
