@@ -159,6 +159,7 @@ def test_a_latency_backend_reports_the_placement_milp_as_its_floor():
     assert result.objective >= placed
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_the_weighted_bound_takes_its_latency_term_from_the_placement_milp():
     """BD.B3w: each term of the weighted sum bounded on its own, the latency by BD.B12
     where it is above the closed forms, the energy by BD.E.  Each term is computed once

@@ -165,6 +165,7 @@ def test_a_detour_through_a_cheap_start_over_the_budget():
     assert result.objective <= descent["cost"] < within / 2
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_a_plan_offered_during_the_run_is_brought_to_the_budget_and_taken():
     """P1I.L6: the boundary relaxation's plan (BD.R7) is over the budget but cheaper than
     every start within it (the heuristics' own, not pruned by P1I.L0); offered to the
@@ -195,6 +196,7 @@ def test_an_offer_no_cheaper_than_the_current_plan_is_left():
     assert record["taken"] == "no: not cheaper"
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_while_no_schedule_fits_an_offer_that_peaks_higher_is_left():
     """P1I.L6: with no plan within the budget yet, the budget comes first: an offer that
     costs less than the plan being brought down but peaks higher is left."""

@@ -228,6 +228,7 @@ def test_pure_remat_staged_equals_stage_model(n, seed, slack):
         assert timed.objective <= milp.objective
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_time_limit_returns_the_best_schedule_and_a_bound_and_takes_a_hint():
     inst = dag_instance(16, 1, 0.3, objective="latency")  # does not close in 30 s
     first = check_counts(inst, solve_p2_cpsat(inst, workers=WORKERS, time_limit=1))

@@ -82,6 +82,7 @@ def test_the_contention_relaxation_lifts_the_placement_milp_and_holds_for_random
     assert cut.value is None or cut.value == placed
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_bound_and_grade_report_it_and_the_backends_floor_does_not():
     """``lower_bounds`` (``monet-ilp bound``) lists ``contention`` among the relaxations on
     latency, after BD.B12 and at least as high; the floor the backends share leaves it out."""

@@ -49,6 +49,7 @@ def deterministic_steps(monkeypatch, seconds: float) -> None:
     monkeypatch.setattr("monet_ilp.problems.p3.lns.configured_solver", configured)
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_steps_improve_the_start_and_every_schedule_is_verified(monkeypatch):
     inst = mlp4()
     start = baseline_schedules(inst)[0]
@@ -76,6 +77,7 @@ def test_a_hint_is_the_start_and_the_result_is_never_worse():
     assert result.objective <= value
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_a_start_outside_the_class_is_first_brought_into_it(monkeypatch):
     """P3L.N0: a start the model cannot hold (recomputations, with at most one run per op)
     fixes decisions no solution has; CP-SAT finds one first (its runs and pins kept, or

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import random
 
+import pytest
+
 from monet_ilp.cli import main
 from monet_ilp.hardware.cluster import dgx_a100, edge_tpu_mesh
 from monet_ilp.problems.p4.evaluate import evaluate_plan
@@ -104,6 +106,7 @@ def test_a_p4_instance_file_solves_and_bad_ones_exit_2(tmp_path, capsys):
     assert "global_batch" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 8-14 s: the slow tier (CI runs it after the default one)
 def test_weighted_objective_and_the_pareto_front():
     model = model_config("gpt2", preset="small")
     cluster = dgx_a100(nodes=1)
