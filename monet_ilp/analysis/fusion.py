@@ -18,7 +18,16 @@ from typing import TYPE_CHECKING, Any
 
 from monet_ilp.analysis.bounds import lower_bounds
 from monet_ilp.errors import MonetError
-from monet_ilp.graph.fusion import Axis, FusionPlan, Stack, chain_parts, chains, extent, load_fusion
+from monet_ilp.graph.fusion import (
+    Axis,
+    FusionPlan,
+    Stack,
+    chain_parts,
+    chains,
+    extent,
+    load_fusion,
+    op_rows,
+)
 from monet_ilp.hardware.cost import cost_breakdown
 from monet_ilp.instance import Instance, Objective, Problem
 from monet_ilp.make import make_instance
@@ -137,7 +146,7 @@ def fusion_bound(graph: TrainingGraph, hardware: Hardware, plain: Instance, axis
     (less ``E/2`` for the tiles' own rounding, CM.C11).
     """
     axis = Axis(axis)
-    tileable = {op: _rows(graph, op, axis) for run in chains(graph, axis) for op in run}
+    tileable = {op: op_rows(graph, op, axis) for run in chains(graph, axis) for op in run}
     cores = [hardware.core(c.id) for c in plain.cores]
     work = 0
     energy = 0
@@ -205,7 +214,7 @@ def plan_from_spec(graph: TrainingGraph, instance: Instance, spec: Mapping[str, 
         # the chain and stays layer by layer.
         for piece in _split_where(run, lambda op: _largest_weight(graph, op) > capacity):
             for part in chain_parts(graph, piece):
-                fewest = min((_rows(graph, op, axis) for op in part), default=1)
+                fewest = min((op_rows(graph, op, axis) for op in part), default=1)
                 if len(part) > 1 and min(tiles, fewest) > 1:
                     stacks.append(Stack(tuple(part), min(tiles, fewest), axis))
     return FusionPlan(tuple(stacks))
@@ -224,11 +233,6 @@ def _split_where(run: Sequence[str], cut: Callable[[str], bool]) -> list[list[st
         else:
             parts[-1].append(op)
     return [p for p in parts if p]
-
-
-def _rows(graph: TrainingGraph, op_id: str, axis: Axis) -> int:
-    first = next(graph.tensor(t) for t in graph.op(op_id).outputs if not graph.tensor(t).persistent)
-    return extent(first, axis) or 1
 
 
 def _fits(graph: TrainingGraph, stack: Stack) -> bool:

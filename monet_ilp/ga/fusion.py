@@ -27,7 +27,7 @@ from monet_ilp.errors import MonetError
 from monet_ilp.evaluate import Metrics, evaluate
 from monet_ilp.ga.genome import OBJECTIVES, Genes, Genome, violation
 from monet_ilp.ga.nsga2 import reset_mutation
-from monet_ilp.graph.fusion import TILE_SEP, Axis, FusionPlan, Stack, chain_parts, chains, extent
+from monet_ilp.graph.fusion import TILE_SEP, Axis, FusionPlan, Stack, chain_parts, chains, op_rows
 from monet_ilp.heuristics.decisions import Decisions
 from monet_ilp.heuristics.fast import FastMetrics, fast_metrics
 from monet_ilp.make import make_instance
@@ -69,17 +69,12 @@ class FusionGenome:
         self.base = make_instance(graph, hardware, **self.options)
         self.genome = Genome(self.base, pins=pins)
         self.runs = chains(graph, self.axis)
-        self.rows = {op: self._rows(op) for run in self.runs for op in run}
+        self.rows = {op: op_rows(graph, op, self.axis) for run in self.runs for op in run}
         cuts = [1] * sum(len(r) - 1 for r in self.runs)
         tile_genes = [len(self.tiles) - 1] * sum(len(r) for r in self.runs)
         self.upper = np.concatenate([self.genome.upper, np.array(cuts + tile_genes, dtype=int)]).astype(int)
         self.lower = np.zeros_like(self.upper)
         self._tiled: dict[FusionPlan, tuple[Instance, Genome] | MonetError] = {}
-
-    def _rows(self, op_id: str) -> int:
-        op = self.graph.op(op_id)
-        first = next(self.graph.tensor(t) for t in op.outputs if not self.graph.tensor(t).persistent)
-        return extent(first, self.axis) or 1
 
     @property
     def size(self) -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "fusable",
     "layer_by_layer",
     "load_fusion",
+    "op_rows",
     "plan_of",
     "stacks_of",
     "tile_graph",
@@ -288,18 +289,18 @@ def _check(plan: FusionPlan, graph: TrainingGraph, source: str) -> None:
             made.update(op.outputs)
         for op_id in stack.ops:
             op = graph.op(op_id)
-            length = _op_extent(op, graph, stack.axis)
+            length = op_rows(graph, op.id, stack.axis)
             if stack.tiles > length:
                 raise FusionError(f"{where}: {stack.tiles} tiles, but {op_id!r} has only {length} {stack.axis} "
                                   "(FU.S3)", field=f"stacks[{s}].tiles",
                                   fix=f"use at most {length} tiles, or cut the stack before {op_id!r}")
 
 
-def _op_extent(op: Op, graph: TrainingGraph, axis: Axis) -> int:
-    first = next(graph.tensor(t) for t in op.outputs if not graph.tensor(t).persistent)
-    length = extent(first, axis)
-    assert length is not None
-    return length
+def op_rows(graph: TrainingGraph, op_id: str, axis: Axis) -> int:
+    """The extent along ``axis`` of an op's first non-persistent output (1 without one):
+    the most tiles the op can be cut into (FU.S3)."""
+    first = next((graph.tensor(t) for t in graph.op(op_id).outputs if not graph.tensor(t).persistent), None)
+    return (extent(first, axis) if first is not None else None) or 1
 
 
 # ====================================================================== the rewrite
@@ -326,7 +327,7 @@ def tile_graph(graph: TrainingGraph, plan: FusionPlan) -> TrainingGraph:
         stage_ops: list[Op] = []
         for op_id in stack.ops:
             op = graph.op(op_id)
-            length = _op_extent(op, graph, axis)
+            length = op_rows(graph, op.id, axis)
             cuts = [_cut(length, n, i) for i in range(n)]
             for t in op.inputs:
                 tensor = graph.tensor(t)
