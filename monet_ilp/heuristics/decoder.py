@@ -509,6 +509,9 @@ class _Decoder:
         self.unpinned: list[str] = []
         self.conflicts: set[str] = set()  # pinned inputs of a rerun on another core
         self.parked: dict[int, int] = {}  # tensor -> its last read, for one parked in another SRAM
+        # The protected inputs of each op whose run waits on a rerun (_recompute): a copy
+        # that one of them holds is not released by a read inside the rerun.
+        self.waiting: list[set[int]] = []
         self.placed: RawSchedule | None = None
         pins = list(pins)
         reruns = self._rerun_cores() if pins else {}
@@ -801,9 +804,11 @@ class _Decoder:
             start, end = self._move(t, source, mem, max(self.resident[source][t], cursor))
             self._keep_until(t, source, end)
         # (after a rerun elsewhere the source is that SRAM: DRAM is not among the sources)
-        if rerun_at >= 0 and self.last_on[rerun_at].get(t, -1) <= here and not self._read_here(t, source, here):
+        held = self._held(t)
+        if (rerun_at >= 0 and not held and self.last_on[rerun_at].get(t, -1) <= here
+                and not self._read_here(t, source, here)):
             self._release(t, source)  # the rerun's copy, once moved, unless read there later
-        if here >= self.pull.get(t, len(self.core_of)):
+        if not held and here >= self.pull.get(t, len(self.core_of)):
             producer = self.core_of[plan.iproducer_pos[t]]
             home = plan.imemory_of[producer]
             if (t in self.resident[home] and self.last_on[producer].get(t, -1) <= here
@@ -811,6 +816,14 @@ class _Decoder:
                 self._release(t, home)  # the last read in another SRAM has it: its home copy goes
         self._allocate(t, mem, start, end)
         protected.add(t)
+
+    def _held(self, t: int) -> bool:
+        """Whether an op that waits on the rerun now being placed holds ``t`` as an input:
+        a copy of ``t`` may then be the one it reads, and stays."""
+        for inputs in self.waiting:
+            if t in inputs:
+                return True
+        return False
 
     def _read_here(self, t: int, mem: int, here: int) -> bool:
         """Whether the op at position ``here`` reads ``t`` in ``mem`` (a rerun on another
@@ -828,7 +841,9 @@ class _Decoder:
         if plan.icosts[k][core] < 0:
             raise MonetError(f"op {plan.order[k]!r} cannot be recomputed on {plan.core_ids[core]!r}",
                              field=f"tensors.{plan.tensor_ids[t]}", fix='use "offload" or "keep" for it')
+        self.waiting.append(protected)
         self._run(k, core, here, set(protected), recompute=True)
+        self.waiting.pop()
         # The outer op's inputs stay protected; what else the rerun touched goes if unread.
         mem = plan.imemory_of[core]
         resident = self.resident[mem]

@@ -60,6 +60,27 @@ def test_the_fast_path_equals_the_evaluator_on_random_fused_decisions(gpt, phase
     assert fused >= 40  # most random vectors fuse something
 
 
+# Found by scripts/bench_fusion_fast.py (seed 1): ResNet-18 inference, energy, four stacks
+# of 2-4 layers. A rerun chain three tiles deep moved an input into another core and
+# released its home copy, which an op waiting on the rerun had fetched already: the
+# decoder then lost that input (KeyError).
+RERUN_CHAIN = [0, 2, 3, 3, 1, 2, 2, 3, 1, 2, 1, 1, 2, 2, 0, 2, 0, 1, 0, 3, 2, 0, 1, 1, 0, 0, 0, 0, 1, 1,
+               1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 0, 0,
+               3, 1, 1, 2, 3, 3, 0, 3, 3, 0, 1, 1, 0, 1, 3, 1, 0, 1, 0]
+
+
+def test_a_rerun_keeps_the_copies_that_the_ops_waiting_on_it_hold():
+    graph = inference_graph(zoo.resnet18(batch=1))
+    genome = FusionGenome(graph, HW, {"problem": "P3", "sram_budget": 3 * 2**20, "objective": "energy"})
+    x = np.array(RERUN_CHAIN)
+    assert len(genome.plan(x).fused) == 4
+    score = genome.score(x, ("latency", "energy"))
+    _, metrics = genome.evaluated(x)
+    assert metrics.recomputations > 0
+    assert score.objectives == (metrics.latency_cycles, metrics.energy.total_pj)
+    assert (score.violation == 0) == metrics.feasible
+
+
 def test_the_front_holds_verified_fused_points(gpt):
     opts = {"problem": "P3", "sram_budget": 2**20}
     front = run_fusion_ga(gpt, HW, opts, generations=4, population=16, seed=3)
