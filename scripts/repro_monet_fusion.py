@@ -9,6 +9,7 @@ the evaluator; each gap is against the bound ``auto`` proved for that plan's til
 instance (class P3.K3 of that instance, FU.K1), not against other plans.
 
     python scripts/repro_monet_fusion.py [--time-limit 30] [--search-time 60] [--out results/monet_fusion]
+        [--models resnet18,gpt2_tiny] [--phases training,inference] [--meshes "1 core,2x2"]
 
 prints a table and writes ``fusion.json`` and ``fusion.png`` under ``--out``.
 """
@@ -66,6 +67,8 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1))
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--objectives", default="latency,energy")
+    parser.add_argument("--phases", default="training,inference")
+    parser.add_argument("--meshes", default=",".join(MESHES), help="of: " + ", ".join(MESHES))
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -75,7 +78,10 @@ def main() -> None:
     for model in args.models.split(","):
         training = MODELS[model]()
         for phase, graph in (("training", training), ("inference", inference_graph(training))):
-            for mesh, (nx, ny) in MESHES.items():
+            if phase not in args.phases.split(","):
+                continue
+            for mesh in args.meshes.split(","):
+                nx, ny = MESHES[mesh]
                 hw = preset("edge_tpu", n_pe_x=nx, n_pe_y=ny)
                 for objective in args.objectives.split(","):
                     console.print(f"[bold]{model} {phase} on {mesh}, {objective}[/bold]")

@@ -10,6 +10,8 @@ that plan's schedules in the backend's class, not for other plans: FU.K1).
 
 from __future__ import annotations
 
+import itertools
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +41,8 @@ if TYPE_CHECKING:
     from monet_ilp.hardware.model import Hardware
     from monet_ilp.schedule import Schedule
 
-__all__ = ["FusionBound", "FusionRow", "FusionSearch", "dram_bytes", "fusion_bound", "fusion_search",
-           "plan_from_spec", "stream_rule"]
+__all__ = ["FusionBound", "FusionExact", "FusionRow", "FusionSearch", "class_plans", "count_plans", "dram_bytes",
+           "fusion_bound", "fusion_exact", "fusion_search", "plan_from_spec", "stream_rule"]
 
 #: The tile counts tried per stack (FU.K1).
 TILES = (2, 4, 8)
@@ -432,3 +434,179 @@ def _plan_from(segments: list[list[tuple[tuple[str, ...], int]]], axis: Axis, ch
             items = [*segs[:a], (ops, tiles), *segs[b:]]
         stacks += [Stack(o, t, axis) for o, t in items if t > 1 and len(o) > 1]
     return FusionPlan(tuple(stacks))
+
+
+# -- FU.X: exact over the class, by enumeration ------------------------------------------
+
+
+def _segments_of(graph: TrainingGraph, run: Sequence[str], axis: Axis,
+                 counts: Sequence[int]) -> list[list[tuple[int, tuple[int, ...]]]]:
+    """FU.X1: per start ``i`` of ``run``, each end ``j`` of a stack ``run[i:j]`` (two ops or
+    more, one chain part: FU.S1) with its tile counts, lowered to its fewest rows (FU.S3)."""
+    rows = [op_rows(graph, o, axis) for o in run]
+    out: list[list[tuple[int, tuple[int, ...]]]] = []
+    for i in range(len(run)):
+        ends: list[tuple[int, tuple[int, ...]]] = []
+        made = set(graph.op(run[i]).outputs)
+        for j in range(i + 1, len(run)):
+            op = graph.op(run[j])
+            if not any(t in made for t in op.inputs):  # a new chain part starts here
+                break
+            made.update(op.outputs)
+            fewest = min(rows[i:j + 1])
+            lowered = tuple(sorted({min(c, fewest) for c in counts} - {0, 1}))
+            if lowered:
+                ends.append((j + 1, lowered))
+        out.append(ends)
+    return out
+
+
+def _chain_count(segments: list[list[tuple[int, tuple[int, ...]]]]) -> int:
+    n = len(segments)
+    ways = [0] * n + [1]
+    for i in range(n - 1, -1, -1):
+        ways[i] = ways[i + 1] + sum(len(t) * ways[j] for j, t in segments[i])
+    return ways[0]
+
+
+def _chain_plans(run: Sequence[str], axis: Axis,
+                 segments: list[list[tuple[int, tuple[int, ...]]]], i: int = 0) -> Iterable[tuple[Stack, ...]]:
+    """Every plan of one chain from position ``i`` (each exactly once: distinct cuts or
+    counts give distinct stacks), ``run[i]`` layer by layer first."""
+    if i == len(run):
+        yield ()
+        return
+    yield from _chain_plans(run, axis, segments, i + 1)
+    for j, counts in segments[i]:
+        for t in counts:
+            head = Stack(tuple(run[i:j]), t, axis)
+            for rest in _chain_plans(run, axis, segments, j):
+                yield (head, *rest)
+
+
+def count_plans(graph: TrainingGraph, axis: Axis | str = Axis.ROWS, tiles: Sequence[int] = TILES) -> int:
+    """FU.X2: how many plans class FU.X1 holds (layer by layer included), without listing them."""
+    axis = Axis(axis)
+    return math.prod(_chain_count(_segments_of(graph, run, axis, tiles)) for run in chains(graph, axis))
+
+
+def class_plans(graph: TrainingGraph, axis: Axis | str = Axis.ROWS, tiles: Sequence[int] = TILES,
+                max_plans: int | None = None) -> list[FusionPlan]:
+    """FU.X1: every plan of the class, layer by layer first.
+
+    Raises :class:`MonetError` when there are more than ``max_plans``.
+    """
+    axis = Axis(axis)
+    runs = chains(graph, axis)
+    segments = [_segments_of(graph, run, axis, tiles) for run in runs]
+    n = math.prod(_chain_count(s) for s in segments)
+    if max_plans is not None and n > max_plans:
+        raise MonetError(f"{graph.name}: the class of fusion plans (FU.X1) holds {n:,} plans along {axis} with "
+                         f"tile counts {', '.join(map(str, tiles))}, more than the {max_plans:,} allowed",
+                         field="tiles",
+                         fix="allow more (--max-plans), try fewer tile counts (--tiles), or search the plans "
+                             "instead (`monet-ilp fusion search`)")
+    per_chain = [list(_chain_plans(run, axis, s)) for run, s in zip(runs, segments, strict=True)]
+    return [FusionPlan(tuple(s for part in combo for s in part)) for combo in itertools.product(*per_chain)]
+
+
+@dataclass(frozen=True)
+class FusionExact:
+    """Every plan of class FU.X1 solved by an exact backend (FU.X): the best verified
+    schedule over the class and the bound over the class."""
+
+    rows: tuple[FusionRow, ...]  # every plan, best first
+    plans: int
+    seconds: float
+    objective: Objective
+    #: FU.X3: the least of the plans' proven bounds (``None`` when one plan has none).
+    class_bound: int | float | None
+    bound_holds_for: str
+    #: FU.X4: every plan proved optimal or proved to have no schedule.
+    proven: bool
+    bound: FusionBound
+    unschedulable: tuple[str, ...] = field(default=())
+    errors: tuple[str, ...] = field(default=())
+
+    @property
+    def best(self) -> FusionRow | None:
+        found = [r for r in self.rows if r.objective is not None]
+        return found[0] if found else None
+
+    @property
+    def gap(self) -> float | None:
+        """The best schedule's gap to :attr:`class_bound`."""
+        best = self.best
+        if best is None or self.class_bound is None or not isinstance(best.objective, int):
+            return None
+        return gap_of(best.objective, self.class_bound)
+
+
+def fusion_exact(graph: TrainingGraph, hardware: Hardware, *, problem: str | Problem = Problem.P3,
+                 objective: str | Objective = Objective.LATENCY, sram_budget: int | None = None,
+                 budget: float | int | None = None, axis: Axis | str = Axis.ROWS, tiles: Sequence[int] = TILES,
+                 backend: str = "cpsat", time_limit: float = 60.0, workers: int | None = None,
+                 max_plans: int = 64, log: Callable[[str], None] | None = None,
+                 make_options: Mapping[str, Any] | None = None) -> FusionExact:
+    """FU.X: solve every plan of class FU.X1 with the exact ``backend``, ``time_limit`` s each.
+
+    The best verified schedule is optimal over the class when every plan is proved
+    optimal or proved to have no schedule; the class bound is the least of the plans'
+    proven bounds, and holds for every schedule of every plan of the class.
+    """
+    from monet_ilp.problems.registry import find
+
+    began = time.perf_counter()
+    axis = Axis(axis)
+    say = log or (lambda _line: None)
+    problem = Problem(problem)
+    if find(backend, problem).heuristic:
+        raise MonetError(f"backend {backend!r} is a heuristic: it proves no bound over a plan",
+                         field="backend", fix="use an exact backend (cpsat, milp or auto)")
+    plans = class_plans(graph, axis, tiles, max_plans)
+    say(f"class FU.X1: {len(plans)} plans of {graph.name} along {axis}, tile counts "
+        f"{', '.join(map(str, tiles))}")
+    options = dict(make_options or {})
+    rows: list[FusionRow] = []
+    unschedulable: list[str] = []
+    bounds: list[int | float | None] = []
+    holds: set[str] = set()
+    proven = True
+    plain: Instance | None = None
+    for i, plan in enumerate(plans):
+        inst = make_instance(graph, hardware, problem=problem, objective=objective, sram_budget=sram_budget,
+                             budget=budget, fusion=plan, **options)
+        plain = plain or inst  # layer by layer comes first
+        try:
+            result = solve(inst, backend, time_limit=time_limit, workers=workers)
+        except MonetError as exc:  # FU.G2: staged weights larger than every SRAM: no schedule
+            say(f"  {i + 1}/{len(plans)} {_describe(plan)}: not schedulable ({exc})")
+            unschedulable.append(f"{_describe(plan)}: {exc}")
+            continue
+        say(f"  {i + 1}/{len(plans)} {_describe(plan)}: {result.status} {result.objective} "
+            f"(bound {result.bound}, {result.wall_time_s:.1f} s)")
+        rows.append(FusionRow("exact", plan, result, inst))
+        if result.status is Status.INFEASIBLE:  # proved by an exact backend: no schedule
+            continue
+        proven &= result.status is Status.OPTIMAL
+        bounds.append(result.bound if result.status is not Status.ERROR else None)
+        if result.bound_holds_for:
+            holds.add(result.bound_holds_for)
+    assert plain is not None  # layer by layer is always a plan
+    known = [b for b in bounds if b is not None]
+    class_bound = min(known) if known and len(known) == len(bounds) else None
+    done = sorted(rows, key=lambda r: (r.objective is None, r.objective if r.objective is not None else 0))
+    every = fusion_bound(graph, hardware, plain, axis)
+    errors = [f"{r.summary()}: {r.result.status}" for r in done if r.result.status is Status.ERROR]
+    for row in done:  # BD.C1: never capped
+        if row.objective is None:
+            continue
+        for b, name, where in ((every.of(plain.objective), "FU.B", "every schedule of every fusion plan"),
+                               (class_bound, "FU.X3", "every schedule of every plan of class FU.X1")):
+            wrong = bound_error(row.objective, b, name, where) if b is not None else None
+            if wrong:
+                errors.append(f"{row.summary()}: {wrong}")
+    holds_for = (f"every schedule of every plan of class FU.X1 ({len(plans)} plans along {axis}, tile counts "
+                 f"{', '.join(map(str, tiles))}), each in {' / '.join(sorted(holds)) or 'its backend class'}")
+    return FusionExact(tuple(done), len(plans), time.perf_counter() - began, Objective(plain.objective),
+                       class_bound, holds_for, proven and not errors, every, tuple(unschedulable), tuple(errors))

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from rich.table import Table
 
-from monet_ilp.analysis.fusion import fusion_search
+from monet_ilp.analysis.fusion import fusion_exact, fusion_search
 from monet_ilp.cli.hardware import load_hw
 from monet_ilp.cli.instance import graph_from
 from monet_ilp.cli.render import POSITIVE, F, err_console, exit_unless, import_options, show
@@ -143,6 +143,74 @@ def search_cmd(model: str | None, params: tuple[str, ...], graph_path: str | Non
         err_console.print(f"wrote {out} (the best plan: {found.best.summary()})")
     exit_unless(not errors and not found.errors)
 
+
+
+@fusion.command("exact")
+@_graph_options
+@click.option("--hw", "hw_source", required=True, help="Hardware preset or YAML file.")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Hardware preset parameter.")
+@click.option("--problem", type=click.Choice(["P1", "P2", "P3"]), default="P3", show_default=True)
+@click.option("--sram-budget", help="P3: every core's SRAM capacity in bytes (e.g. 3MiB).")
+@click.option("--budget", type=float, help="P1/P2: the budget as a fraction of the store-all peak.")
+@click.option("--objective", type=click.Choice(["latency", "energy", "weighted"]), default="latency",
+              show_default=True)
+@click.option("--axis", type=click.Choice([a.value for a in Axis]), default="rows", show_default=True)
+@click.option("--tiles", default="2,4,8", show_default=True, help="The tile counts of the class, comma-separated.")
+@click.option("--backend", default="cpsat", show_default=True, help="The exact backend that solves every plan.")
+@click.option("--time-limit", type=POSITIVE, default=60, show_default=True, help="Seconds per plan.")
+@click.option("--max-plans", type=POSITIVE, default=64, show_default=True,
+              help="Refuse a class with more plans than this.")
+@click.option("--workers", type=POSITIVE, default=None)
+@click.option("--out", "-o", type=click.Path(dir_okay=False), help="Write the best plan (JSON) here.")
+def exact_cmd(model: str | None, params: tuple[str, ...], graph_path: str | None, phase: str, hw_source: str,
+              sets: tuple[str, ...], problem: str, sram_budget: str | None, budget: float | None, objective: str,
+              axis: str, tiles: str, backend: str, time_limit: int, max_plans: int, workers: int | None,
+              out: str | None, optimizer: str, granularity: str, dtype: str | None) -> None:
+    """Solve every fusion plan of the class with an exact backend (fusion.md FU.X): the best
+    schedule over the class, and a bound over every schedule of every plan of the class.
+    """
+    g = graph_from(model, params, graph_path, optimizer, granularity, dtype)
+    if phase == "inference":
+        g = inference_graph(g)
+    hardware = load_hw(hw_source, sets)
+    found = fusion_exact(g, hardware, problem=problem, objective=objective,
+                         sram_budget=parse_size(sram_budget, field="--sram-budget") if sram_budget else None,
+                         budget=budget, axis=axis, tiles=_counts(tiles), backend=backend, time_limit=time_limit,
+                         workers=workers, max_plans=max_plans,
+                         log=lambda line: err_console.print(line, markup=False, highlight=False))
+    table = Table(title=f"{g.name} on {hardware.name}: every fusion plan of the class ({objective}), "
+                        f"{found.plans} plans in {found.seconds:.0f} s")
+    for col in ("plan", "status", objective, "bound (its plan)", "latency", "energy (pJ)", "DRAM bytes",
+                "peak SRAM"):
+        table.add_column(col, justify="left" if col in ("plan", "status") else "right")
+    for row in found.rows:
+        r, m = row.result, row.result.metrics
+        table.add_row(row.summary(), str(r.status), "-" if r.objective is None else f"{r.objective:,}",
+                      "-" if r.bound is None else f"{r.bound:,}",
+                      "-" if m is None else f"{m.latency_cycles:,}",
+                      "-" if m is None else f"{m.energy.total_pj:,}",
+                      "-" if row.dram_bytes is None else human_bytes(row.dram_bytes),
+                      "-" if row.peak_sram_bytes is None else human_bytes(row.peak_sram_bytes))
+    show(table)
+    for why in found.unschedulable:
+        err_console.print(f"no schedule: {why}", markup=False, highlight=False, soft_wrap=True)
+    best = found.best
+    if best is None:
+        err_console.print("no plan of the class has a schedule" if found.proven else
+                          "no schedule found within the time limits (no proof that none exists)",
+                          markup=False, highlight=False)
+    else:
+        verdict = "optimal over the class (FU.X4)" if found.proven else f"gap {_percent(found.gap)}"
+        bound = "-" if found.class_bound is None else f"{found.class_bound:,}"
+        err_console.print(f"best: {best.summary()}: {best.objective:,}; bound over the class (FU.X3) {bound}; "
+                          f"{verdict}; it holds for {found.bound_holds_for}", markup=False, highlight=False,
+                          soft_wrap=True)
+    for wrong in found.errors:
+        err_console.print(f"error: {wrong}", markup=False, highlight=False, soft_wrap=True)
+    if out and best is not None:
+        Path(out).write_text(json.dumps(best.plan.to_dict(), indent=1) + "\n")
+        err_console.print(f"wrote {out} (the best plan: {best.summary()})")
+    exit_unless(best is not None and not found.errors)
 
 
 @fusion.command("ga")
