@@ -145,7 +145,15 @@ def cost_breakdown(op: Op, graph: TrainingGraph, core: Core, hw: Hardware, *, pi
         tiles = -(-parallel // core.simd_units) * -(-reduction // core.lanes)  # CM.C2
         spatial = Fraction(parallel * reduction, tiles * u_l)  # CM.C5: spatial utilisation
         scale = Fraction(op.macs, parallel * reduction * steps)  # CM.C4
-        mac_cycles = _ceil(tiles * steps * scale / factor)  # CM.C5
+        if mapping == "gemm" and op.kind is OpKind.BACKWARD_DATA and scale > 1:
+            # CM.C5b: a product of two activations: dA (CM.C3d) on its tiles, the rest of
+            # its MACs (dB = A^T . dY) on the forward's (CM.C3c)
+            other = -(-reduction // core.simd_units) * -(-parallel // core.lanes)
+            work = steps * (tiles + (scale - 1) * other)
+            spatial = Fraction(op.macs, work * u_l)
+            mac_cycles = _ceil(work / factor)
+        else:
+            mac_cycles = _ceil(tiles * steps * scale / factor)  # CM.C5
     elif mapping == "generic":
         tiles, steps, spatial, scale = -(-op.macs // u_l), 1, Fraction(1), Fraction(1)
         mac_cycles = _ceil(Fraction(op.macs, u_l) / factor)  # CM.C5'

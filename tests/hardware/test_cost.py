@@ -106,6 +106,21 @@ def test_attention_dx_counts_both_operands():
     assert dx.utilisation <= 1
 
 
+@pytest.mark.parametrize("op", ["scores", "context"])
+def test_attention_dx_costs_each_product_on_its_own_tiles(op):
+    """CM.C5b: dA = dY.B^T on CM.C3d's tiles, dB = A^T.dY on the forward's (CM.C3c)."""
+    g = zoo.gpt2(preset="tiny")
+    hw = preset("edge_tpu")
+    core = hw.cores[0]
+    dx = cost_breakdown(g.op(f"dX:h.0.attn.{op}"), g, core, hw)
+    k, n = dx.parallel, dx.reduction  # dA's unrolling: P = K, R = N
+    tiles_a = -(-k // core.simd_units) * -(-n // core.lanes)
+    tiles_b = -(-n // core.simd_units) * -(-k // core.lanes)
+    assert dx.tiles == tiles_a and tiles_a != tiles_b  # GPT-2 tiny: the two differ
+    assert dx.mac_core_cycles == dx.steps * (tiles_a + tiles_b)  # u = 1 on this preset
+    assert dx.spatial_utilisation == Fraction(dx.macs, dx.steps * (tiles_a + tiles_b) * core.macs_per_cycle)
+
+
 # --------------------------------------------------------------------- C1 / errors
 def _core(**changes) -> Core:
     base = preset("edge_tpu").cores[0]
