@@ -59,7 +59,7 @@ TOP_KEYS = ("name", "description", "plugins", "models", "hardware", "problems", 
 PLAN_KEYS = ("models", "clusters", "global_batches", "objectives", "alpha")
 #: The fields of a P4 model spec an error may name (the entry of ``plans.models`` it is about).
 _MODEL_FIELDS = {"model", "family", "preset", "seq", "name", "layers", "hidden", "heads", "vocab", "ffn", "gated",
-                 "dropout", "dtype_bytes"}
+                 "dropout", "dtype_bytes", "kv_heads", "tied", "learned_positions"}
 MODEL_KINDS = KINDS
 PROBLEMS = ("P1", "P2", "P3")
 OBJECTIVES = ("compute", "latency", "energy", "weighted")

@@ -19,6 +19,8 @@ from monet_ilp.cli.render import POSITIVE, SECONDS, console, err_console, exit_u
 from monet_ilp.errors import MonetError
 from monet_ilp.hardware.cluster import CLUSTERS, load_cluster
 from monet_ilp.hardware.presets import parse_set
+from monet_ilp.problems.p4.emit import EMITTERS
+from monet_ilp.problems.p4.hf_config import hf_config as read_hf_config
 from monet_ilp.problems.p4.instance import P4Instance, p4_instance_from_dict
 from monet_ilp.problems.p4.memory import RECOMPUTE, closed_form, layer_activations
 from monet_ilp.problems.p4.model import MODELS
@@ -60,7 +62,9 @@ def _runs(recompute: tuple[str, ...]) -> str:
 
 
 @click.command("plan")
-@click.option("--model", required=True, type=click.Choice(sorted(MODELS)), help="Transformer family.")
+@click.option("--model", type=click.Choice(sorted(MODELS)), help="Transformer family (or --hf-config).")
+@click.option("--hf-config", type=click.Path(dir_okay=False),
+              help="A transformers config.json (GPT-2, Llama, Mistral, Qwen2/3 families) instead of --model.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
               help="preset=NAME (gpt2: small/medium/large/xl; llama: 1b/8b; gpt3: 22b/175b/530b/1t), seq=N.")
 @click.option("--cluster", "cluster_name", default="dgx_a100", show_default=True,
@@ -79,13 +83,27 @@ def _runs(recompute: tuple[str, ...]) -> str:
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Draw the pipeline schedule here.")
 @click.option("--save-instance", type=click.Path(dir_okay=False),
               help="Also write the P4 instance (model, cluster, batch, objective) for monet-ilp solve.")
-def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int | None, settings: tuple[str, ...],
-             global_batch: int, objective: str, alpha: float, pareto_points: int | None, time_limit: float,
-             json_out: str | None, plot_out: str | None, save_instance: str | None) -> None:
+@click.option("--emit", type=click.Choice(sorted(EMITTERS)), default=None,
+              help="Also print the plan as Megatron-LM arguments or a torchtitan TOML section set.")
+@click.option("--emit-out", type=click.Path(dir_okay=False), help="Write what --emit prints to this file.")
+def plan_cmd(model: str | None, hf_config: str | None, params: tuple[str, ...], cluster_name: str, nodes: int | None,
+             settings: tuple[str, ...], global_batch: int, objective: str, alpha: float, pareto_points: int | None,
+             time_limit: float, json_out: str | None, plot_out: str | None, save_instance: str | None,
+             emit: str | None, emit_out: str | None) -> None:
     """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."""
     options = _params(params)
-    model_spec: dict[str, Any] = {"family": model, **({"preset": options["preset"]} if "preset" in options else {}),
-                                  **({"seq": int(options["seq"])} if "seq" in options else {})}
+    if (model is None) == (hf_config is None):
+        raise MonetError("give the model as --model or as --hf-config, not both and not neither",
+                         field="--model", fix="e.g. --model gpt3 -p preset=175b, or --hf-config config.json")
+    model_spec: dict[str, Any]
+    if hf_config is not None:
+        if "preset" in options:
+            raise MonetError("-p preset applies to --model", field="-p preset", fix="drop it, or use --model")
+        config = read_hf_config(hf_config, seq=int(options["seq"]) if "seq" in options else None)
+        model_spec = config.to_dict()
+    else:
+        model_spec = {"family": model, **({"preset": options["preset"]} if "preset" in options else {}),
+                      **({"seq": int(options["seq"])} if "seq" in options else {})}
     if cluster_name in CLUSTERS:
         cluster_spec: dict[str, Any] = {"preset": cluster_name, "nodes": nodes or 1, **parse_set(settings)}
     else:
@@ -102,7 +120,7 @@ def plan_cmd(model: str, params: tuple[str, ...], cluster_name: str, nodes: int 
     if pareto_points is not None:
         run_pareto(instance, pareto_points, time_limit=time_limit, json_out=json_out)
         return
-    run_plan(instance, time_limit=time_limit, json_out=json_out, plot_out=plot_out)
+    run_plan(instance, time_limit=time_limit, json_out=json_out, plot_out=plot_out, emit=emit, emit_out=emit_out)
 
 
 def run_pareto(instance: P4Instance, points: int, *, time_limit: float, json_out: str | None) -> None:
@@ -132,7 +150,8 @@ def run_pareto(instance: P4Instance, points: int, *, time_limit: float, json_out
     exit_unless(bool(rows))
 
 
-def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, plot_out: str | None) -> None:
+def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, plot_out: str | None,
+             emit: str | None = None, emit_out: str | None = None) -> None:
     """Search, print the plan with its bound and gap, write the files, exit as every command does."""
     config, spec, global_batch, objective = instance.model, instance.cluster, instance.global_batch, instance.objective
     with working(f"planning {config.name} on {spec.name}"):
@@ -184,6 +203,14 @@ def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, p
 
         pipeline(m, out=plot_out)
         err_console.print(f"wrote {plot_out}")
+    if emit:
+        emitted = EMITTERS[emit](plan, config)  # P4.E: a MonetError (exit 2) where the tool cannot say it
+        console.print(emitted.text, markup=False, highlight=False, end="")
+        for note in emitted.notes:
+            err_console.print(f"note ({emit}): {note}", markup=False, highlight=False, soft_wrap=True)
+        if emit_out:
+            Path(emit_out).write_text(emitted.text)
+            err_console.print(f"wrote {emit_out}")
     exit_unless(m.feasible)
 
 

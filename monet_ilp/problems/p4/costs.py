@@ -130,7 +130,8 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
 
     def acts_of(option: str) -> int:
         return layer_activations(seq=s, batch=b, hidden=h, heads=a, tp=t, sequence_parallel=sequence_parallel,
-                                 recompute=option, ffn=model.ffn, gated=model.gated, dropout=model.dropout).bytes
+                                 recompute=option, ffn=model.ffn, gated=model.gated, dropout=model.dropout,
+                                 kv_heads=model.kv).bytes
 
     kept = acts_of("none")
     # P4.C2: tensor-parallel collectives, two in the forward and two in the backward of a
@@ -186,7 +187,8 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
     sbh = s * b * h
     embed_params = model.embedding_params() / t
     lookup = 2 * sbh / dev.memory_bandwidth + all_reduce_s(t, 2 * sbh, tp_bw, tp_lat)
-    head_params = (model.vocab * h / t if p > 1 else 0) + 2 * h
+    # a tied head on its own stage holds a copy of the token embedding; an untied one its own matrix
+    head_params = (model.vocab * h / t if p > 1 or not model.tied else 0) + 2 * h
     logits = 2 * sbh * v / t
     loss = 4 * s * b * v / t / dev.memory_bandwidth
     extra_first = stage_extra_bytes(seq=s, batch=b, hidden=h, vocab=v, tp=t, sequence_parallel=sequence_parallel,

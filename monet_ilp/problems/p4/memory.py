@@ -50,7 +50,7 @@ class LayerActivations:
 
 def layer_activations(*, seq: int, batch: int, hidden: int, heads: int, tp: int = 1,
                       sequence_parallel: bool = False, recompute: str = "none", ffn: int | None = None,
-                      gated: bool = False, dropout: bool = True) -> LayerActivations:
+                      gated: bool = False, dropout: bool = True, kv_heads: int | None = None) -> LayerActivations:
     """The saved tensors of one layer (P4.A1-A3), per device of a tensor-parallel group.
 
     Parameters
@@ -69,14 +69,23 @@ def layer_activations(*, seq: int, batch: int, hidden: int, heads: int, tp: int 
     ffn, gated, dropout
         The MLP's inner width (default ``4h``), a gated MLP (two inner activations), and
         whether the layer has dropout (masks of one byte per element).
+    kv_heads
+        Key/value heads (grouped-query attention, P4.A5; default ``heads``): K and V are
+        ``kv_heads · h / heads`` wide.  A multiple of ``tp``.
     """
     f = 4 * hidden if ffn is None else ffn
     t = tp
     if recompute not in RECOMPUTE:
         raise MonetError(f"recompute = {recompute!r}", field="recompute", fix=f"use one of {', '.join(RECOMPUTE)}")
-    if t < 1 or heads % t or hidden % t or f % t:
-        raise MonetError(f"tensor parallelism {t} does not divide heads {heads}, hidden {hidden} and ffn {f}",
-                         field="tp", fix="choose a degree that divides the heads, the hidden size and the MLP width")
+    kv = heads if not kv_heads else kv_heads
+    if t < 1 or heads % t or hidden % t or f % t or kv % t:
+        raise MonetError(f"tensor parallelism {t} does not divide heads {heads}, key/value heads {kv}, hidden "
+                         f"{hidden} and ffn {f}", field="tp",
+                         fix="choose a degree that divides the heads, the key/value heads, the hidden size and the "
+                             "MLP width")
+    if heads % kv:
+        raise MonetError(f"{kv} key/value heads do not divide {heads} heads", field="kv_heads",
+                         fix="give a divisor of heads")
     if sequence_parallel and seq % t:
         raise MonetError(f"sequence parallelism over {t} does not divide the sequence {seq}",
                          field="sequence_parallel", fix="choose a degree dividing the sequence length")
@@ -97,7 +106,7 @@ def layer_activations(*, seq: int, batch: int, hidden: int, heads: int, tp: int 
     terms = [
         seq_term("layer norm 1 input", 2 * sbh),
         seq_term("QKV input", 2 * sbh),
-        tensor_term("Q and K", 4 * sbh),
+        tensor_term("Q and K", 2 * sbh + 2 * s * b * (h // a * kv)),
     ]
     if recompute == "none":
         terms += [
@@ -105,7 +114,7 @@ def layer_activations(*, seq: int, batch: int, hidden: int, heads: int, tp: int 
             tensor_term("softmax dropout mask", a * s * s * b),
             tensor_term("attention dropout output", 2 * a * s * s * b),
         ]
-    terms += [tensor_term("V", 2 * sbh), tensor_term("projection input", 2 * sbh)]
+    terms += [tensor_term("V", 2 * s * b * (h // a * kv)), tensor_term("projection input", 2 * sbh)]
     if dropout:
         terms.append(seq_term("attention dropout mask", sbh))
     terms += [seq_term("layer norm 2 input", 2 * sbh), seq_term("MLP input", 2 * sbh)]

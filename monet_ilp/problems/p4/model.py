@@ -38,6 +38,12 @@ class TransformerConfig:
         Dropout after attention and MLP (GPT; Llama has none): 1-byte masks to keep.
     dtype_bytes
         Bytes per activation and weight element (2: fp16/bf16).
+    kv_heads
+        Key/value heads (grouped-query attention, P4.M5): ``0`` means ``heads``.
+    tied
+        The head reuses the token embedding (GPT-2); ``False``: a head matrix of its own.
+    learned_positions
+        A learned position embedding of ``s x h`` (GPT-2); ``False``: rotary (Llama).
     """
 
     name: str
@@ -50,6 +56,9 @@ class TransformerConfig:
     gated: bool = False
     dropout: bool = True
     dtype_bytes: int = 2
+    kv_heads: int = 0
+    tied: bool = True
+    learned_positions: bool = True
 
     def __post_init__(self) -> None:
         for field in ("layers", "hidden", "heads", "seq", "vocab", "ffn", "dtype_bytes"):
@@ -59,31 +68,50 @@ class TransformerConfig:
         if self.hidden % self.heads:
             raise MonetError(f"model {self.name!r}: hidden {self.hidden} is not a multiple of heads {self.heads}",
                              field="heads", fix="choose heads dividing hidden")
+        if self.kv_heads < 0 or self.heads % self.kv:
+            raise MonetError(f"model {self.name!r}: {self.kv_heads} key/value heads do not divide {self.heads} heads",
+                             field="kv_heads", fix="give a divisor of heads (0: as many as heads)")
+
+    @property
+    def kv(self) -> int:
+        """Key/value heads (``heads`` without grouped-query attention)."""
+        return self.kv_heads or self.heads
+
+    @property
+    def kv_hidden(self) -> int:
+        """The width of K and of V: ``kv · h / a`` (``h`` without grouped-query attention)."""
+        return self.hidden // self.heads * self.kv
 
     # ------------------------------------------------------------------ parameters (P4.M2)
     def layer_params(self) -> int:
-        """Parameters of one layer: attention ``4h² + 4h``, MLP, two layer norms ``4h``."""
-        h, f = self.hidden, self.ffn
+        """Parameters of one layer: attention ``2h² + 2h·h_kv + 2h + 2h_kv`` (``4h² + 4h``
+        without grouped-query attention), MLP, two layer norms ``4h``."""
+        h, f, kv = self.hidden, self.ffn, self.kv_hidden
         mlp = 3 * h * f if self.gated else 2 * h * f + f + h
-        return 4 * h * h + 4 * h + mlp + 4 * h
+        return 2 * h * h + 2 * h * kv + 2 * h + 2 * kv + mlp + 4 * h
 
     def embedding_params(self) -> int:
-        """Token and position embeddings (``Vh + sh``); the head reuses the token embedding."""
-        return self.vocab * self.hidden + self.seq * self.hidden
+        """Token and (learned) position embeddings, ``Vh + sh``, on the first stage."""
+        return self.vocab * self.hidden + (self.seq * self.hidden if self.learned_positions else 0)
+
+    def head_params(self) -> int:
+        """The head's own matrix (``Vh``), none when it is tied to the token embedding."""
+        return 0 if self.tied else self.vocab * self.hidden
 
     def params(self) -> int:
-        return self.layers * self.layer_params() + self.embedding_params() + 2 * self.hidden
+        return self.layers * self.layer_params() + self.embedding_params() + self.head_params() + 2 * self.hidden
 
     # ------------------------------------------------------------------ FLOPs (P4.M3)
     def layer_forward_flops(self, batch: int) -> int:
         """Forward FLOPs of one layer on ``batch`` sequences: the matrix products.
 
-        ``QKV 6bsh² + QKᵀ 2bs²h + AV 2bs²h + projection 2bsh² + MLP 4bshf`` (6bshf gated):
-        ``24bsh² + 4bs²h`` for GPT (``f = 4h``), as Narayanan et al. count.
+        ``QKV 2bsh(h + 2h_kv) + QKᵀ 2bs²h + AV 2bs²h + projection 2bsh² + MLP 4bshf``
+        (6bshf gated): ``24bsh² + 4bs²h`` for GPT (``f = 4h``, ``h_kv = h``), as Narayanan
+        et al. count.
         """
         b, s, h, f = batch, self.seq, self.hidden, self.ffn
         mlp = (6 if self.gated else 4) * b * s * h * f
-        return 8 * b * s * h * h + 4 * b * s * s * h + mlp
+        return 4 * b * s * h * h + 4 * b * s * h * self.kv_hidden + 4 * b * s * s * h + mlp
 
     def attention_core_flops(self, batch: int) -> int:
         """``QKᵀ`` and ``AV``: what selective recomputation runs again (``4bs²h``)."""

@@ -91,7 +91,7 @@ def _candidates(model: TransformerConfig, cluster: ClusterSpec, global_batch: in
     out = []
     n = cluster.devices
     for t in _divisors(cluster.devices_per_node):
-        if model.heads % t or model.hidden % t or model.ffn % t or n % t:
+        if model.heads % t or model.kv % t or model.hidden % t or model.ffn % t or n % t:
             continue
         for p in _divisors(n // t):
             if p > model.layers:
