@@ -13,6 +13,7 @@ the whole class, so the gap is certified.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -113,19 +114,87 @@ def _candidates(model: TransformerConfig, cluster: ClusterSpec, global_batch: in
 
 def _even_bound(c: PlanCosts, candidate: dict[str, Any], layers: int, weights: tuple[float, float],
                 cluster: ClusterSpec) -> tuple[float, float]:
-    """P4.S3: the candidate's work spread evenly over its stages, without recomputation.
+    """P4.S3: the candidate's pipeline, bubble included, at its cheapest per layer.
 
     Returns the bound on the weighted objective and on the time (seconds) alone.
     """
     p, m = int(candidate["pipeline"]), int(candidate["micro_batches"])
-    lc = c.layer["none"]
-    work = layers * (lc.forward_ns + lc.backward_ns) + c.first.work_ns + c.last.work_ns
+    u = min(lc.forward_ns + lc.backward_ns for lc in c.layer.values())  # recomputation only adds
+    ends = [0.0] * p
+    ends[0] += c.first.work_ns
+    ends[-1] += c.last.work_ns
+    # P4.S3a: stage k runs its m forwards and m backwards after micro-batch 0 has come
+    # through the stages before it, and its last backward goes back through them:
+    #   pipeline ≥ B_k = Σ_{s<k} (w_s + 2 hop) + m w_k  for every k, w_s = n_s u + e_s.
+    # Any convex combination of the B_k with weights λ_k ∝ r^(p-1-k), r = (m-1)/m, gives
+    # every n_s the same coefficient 1 / (1 - r^p), so it bounds every split of the layers.
+    r = (m - 1) / m
+    lam = [r ** (p - 1 - k) for k in range(p)]
+    total = sum(lam)
+    lam = [x / total for x in lam]
+    after = 0.0
+    coef = [0.0] * p
+    for k in range(p - 1, -1, -1):
+        coef[k] = m * lam[k] + after
+        after += lam[k]
+    prefix, const = 0.0, 0.0
+    for k in range(p):
+        const += lam[k] * (prefix + m * ends[k])
+        prefix += ends[k] + 2 * c.p2p_ns
+    pipeline = min(coef) * u * layers + const
+    pipeline = max(pipeline, _chain_bound(c, candidate, layers))
     sync = layers * (c.layer_sync_ns + c.layer_optimizer_ns) + c.first.step_ns + c.last.step_ns
-    seconds = float(m * work + sync) / p / 1e9
+    even = m * (layers * u + c.first.work_ns + c.last.work_ns) / p
+    # P4.S3b: the synchronisation after the pipeline: the largest stage's, at least the mean
+    seconds = (max(even, pipeline * (1 - 1e-12)) + sync / p) / 1e9
     dev = cluster.device
     group = int(candidate["data"]) * int(candidate["tensor"])
-    joules = group * p * dev.idle_w * seconds + (dev.busy_w - dev.idle_w) * group * (m * work + sync) / 1e9
+    work = m * (layers * u + c.first.work_ns + c.last.work_ns) + sync  # busy time, summed over stages
+    joules = group * p * dev.idle_w * seconds + (dev.busy_w - dev.idle_w) * group * work / 1e9
     return weights[0] * seconds + weights[1] * joules, seconds
+
+
+def _chain_bound(c: PlanCosts, candidate: dict[str, Any], layers: int) -> float:
+    """P4.S3c: the pipeline from the first backward each stage waits for.
+
+    Stage ``k`` runs its first backward only after micro-batch 0's forward has gone
+    through every stage and its backward has come back from the last; before that it
+    has done ``q_k`` forwards (1F1B: ``min(m, p - k)``), after it it still runs ``m``
+    backwards and ``m - q_k`` forwards, and then its last backward goes back through the
+    stages before it.  With ``W`` every stage's forward and backward once:
+    ``pipeline ≥ W + (m - 1) b_k + (m - q_k) f_k + 2 (p - 1) hop`` (1F1B) and
+    ``W + (m - 1) (f_k + b_k) + 2 (p - 1) hop`` (GPipe, whose first backward follows all
+    ``m`` forwards).  Each is ``a_k n_k + c_k`` in the layers ``n_k ≥ 1`` of stage ``k``.
+    """
+    p, m = int(candidate["pipeline"]), int(candidate["micro_batches"])
+    f_u = min(lc.forward_ns for lc in c.layer.values())
+    b_u = min(lc.backward_ns for lc in c.layer.values())
+    ef, eb = [0.0] * p, [0.0] * p
+    ef[0] += c.first.forward_ns
+    eb[0] += c.first.backward_ns
+    ef[-1] += c.last.forward_ns
+    eb[-1] += c.last.backward_ns
+    whole = layers * (f_u + b_u) + sum(ef) + sum(eb) + 2 * (p - 1) * c.p2p_ns
+    slopes, offsets = [], []
+    for k in range(p):
+        if candidate.get("schedule") == "gpipe":
+            slopes.append((m - 1) * (f_u + b_u))
+            offsets.append((m - 1) * (ef[k] + eb[k]))
+        else:
+            q = min(m, p - k)
+            slopes.append((m - 1) * b_u + (m - q) * f_u)
+            offsets.append((m - 1) * eb[k] + (m - q) * ef[k])
+    # Every stage holds a whole number of layers, at least one (P4.D3): the least largest
+    # a_k n_k + c_k over such splits, by giving each next layer to the stage it costs
+    # least (exact for a sum of increasing linear terms under a maximum).
+    worst = max(a + o for a, o in zip(slopes, offsets, strict=True))  # one layer each
+    heap = [(2 * a + o, a, k) for k, (a, o) in enumerate(zip(slopes, offsets, strict=True))]  # with one more
+    heapq.heapify(heap)
+    for _ in range(layers - p):
+        value, a, k = heapq.heappop(heap)
+        worst = max(worst, value)
+        heapq.heappush(heap, (value + a, a, k))
+    return whole + worst
 
 
 def _estimate(c: PlanCosts, candidate: dict[str, Any], layers: int, weights: tuple[float, float],

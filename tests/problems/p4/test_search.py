@@ -47,6 +47,34 @@ def test_gpt2_medium_on_two_nodes_is_verified_and_bounded():
             assert metrics.time_s >= result.bound * (1 - 1e-9)
 
 
+@pytest.mark.parametrize("preset,nodes", [("medium", 1), ("large", 2)])
+def test_the_candidate_bound_holds_for_every_split_and_recomputation(preset, nodes):
+    """P4.S3: the bound of a candidate (its degrees, micro-batching, schedule, ZeRO) is at
+    most the time and energy of every plan of it: random uneven stages and options."""
+    from monet_ilp.problems.p4.costs import plan_costs
+    from monet_ilp.problems.p4.search import _even_bound
+
+    model, cluster = model_config("gpt2", preset=preset), dgx_a100(nodes=nodes)
+    rng = random.Random(5)
+    checked = 0
+    for plan in random_plans(model, cluster, rng.choice([8, 64, 256]), rng, 150):
+        cut = sorted(rng.sample(range(1, model.layers), plan.pipeline - 1))
+        stages = tuple(b - a for a, b in zip([0, *cut], [*cut, model.layers], strict=True))
+        plan = Plan(plan.data, plan.pipeline, plan.tensor, plan.sequence_parallel, plan.micro_batch,
+                    plan.micro_batches, plan.schedule, stages, plan.recompute, plan.zero)
+        costs = plan_costs(model, cluster, data=plan.data, pipeline=plan.pipeline, tensor=plan.tensor,
+                           sequence_parallel=plan.sequence_parallel, micro_batch=plan.micro_batch, zero=plan.zero)
+        metrics = evaluate_plan(model, cluster, plan, costs=costs)
+        candidate = {"data": plan.data, "pipeline": plan.pipeline, "tensor": plan.tensor,
+                     "micro_batches": plan.micro_batches, "schedule": plan.schedule}
+        _, seconds = _even_bound(costs, candidate, model.layers, (1.0, 0.0), cluster)
+        joules, _ = _even_bound(costs, candidate, model.layers, (0.0, 1.0), cluster)
+        assert seconds <= metrics.time_s * (1 + 1e-12)  # feasible or not: memory only restricts
+        assert joules <= metrics.energy_j * (1 + 1e-12)
+        checked += plan.pipeline > 1
+    assert checked >= 60  # most with a pipeline, so the bubble terms are tested
+
+
 def test_energy_objective_and_an_edge_mesh():
     model = model_config("gpt2", preset="small")
     cluster = edge_tpu_mesh(chips=4)
