@@ -50,6 +50,16 @@ def _params(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
+def _zero(text: str) -> tuple[int, ...]:
+    try:
+        stages = tuple(sorted({int(z) for z in text.split(",") if z.strip()}))
+    except ValueError:
+        stages = ()
+    if not stages or any(z not in (0, 1, 2, 3) for z in stages):
+        raise MonetError(f"--zero {text!r}", field="--zero", fix="give ZeRO stages from 0-3, e.g. --zero 0,1")
+    return stages
+
+
 def _runs(recompute: tuple[str, ...]) -> str:
     """``none x20, selective x4``: a layer list in runs."""
     out: list[list[Any]] = []
@@ -83,15 +93,18 @@ def _runs(recompute: tuple[str, ...]) -> str:
 @click.option("--plot", "plot_out", type=click.Path(dir_okay=False), help="Draw the pipeline schedule here.")
 @click.option("--save-instance", type=click.Path(dir_okay=False),
               help="Also write the P4 instance (model, cluster, batch, objective) for monet-ilp solve.")
+@click.option("--zero", "zero_stages", default="0,1,2,3", show_default=True,
+              help="The ZeRO stages the plan may use, comma-separated (Megatron-LM runs 0 and 1).")
 @click.option("--emit", type=click.Choice(sorted(EMITTERS)), default=None,
               help="Also print the plan as Megatron-LM arguments or a torchtitan TOML section set.")
 @click.option("--emit-out", type=click.Path(dir_okay=False), help="Write what --emit prints to this file.")
 def plan_cmd(model: str | None, hf_config: str | None, params: tuple[str, ...], cluster_name: str, nodes: int | None,
              settings: tuple[str, ...], global_batch: int, objective: str, alpha: float, pareto_points: int | None,
              time_limit: float, json_out: str | None, plot_out: str | None, save_instance: str | None,
-             emit: str | None, emit_out: str | None) -> None:
+             zero_stages: str, emit: str | None, emit_out: str | None) -> None:
     """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."""
     options = _params(params)
+    zero = _zero(zero_stages)
     if (model is None) == (hf_config is None):
         raise MonetError("give the model as --model or as --hf-config, not both and not neither",
                          field="--model", fix="e.g. --model gpt3 -p preset=175b, or --hf-config config.json")
@@ -120,7 +133,8 @@ def plan_cmd(model: str | None, hf_config: str | None, params: tuple[str, ...], 
     if pareto_points is not None:
         run_pareto(instance, pareto_points, time_limit=time_limit, json_out=json_out)
         return
-    run_plan(instance, time_limit=time_limit, json_out=json_out, plot_out=plot_out, emit=emit, emit_out=emit_out)
+    run_plan(instance, time_limit=time_limit, json_out=json_out, plot_out=plot_out, emit=emit, emit_out=emit_out,
+             zero=zero)
 
 
 def run_pareto(instance: P4Instance, points: int, *, time_limit: float, json_out: str | None) -> None:
@@ -151,12 +165,12 @@ def run_pareto(instance: P4Instance, points: int, *, time_limit: float, json_out
 
 
 def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, plot_out: str | None,
-             emit: str | None = None, emit_out: str | None = None) -> None:
+             emit: str | None = None, emit_out: str | None = None, zero: tuple[int, ...] = (0, 1, 2, 3)) -> None:
     """Search, print the plan with its bound and gap, write the files, exit as every command does."""
     config, spec, global_batch, objective = instance.model, instance.cluster, instance.global_batch, instance.objective
     with working(f"planning {config.name} on {spec.name}"):
         result = plan_search(config, spec, global_batch=global_batch, objective=objective, alpha=instance.alpha,
-                             time_limit=time_limit)
+                             time_limit=time_limit, zero=zero)
     if result.plan is None or result.metrics is None:
         console.print(f"{result.status}: no plan of the class fits ({result.stats})", markup=False)
         if json_out:

@@ -102,15 +102,14 @@ def megatron_args(plan: Plan, model: TransformerConfig) -> Emitted:
         if sum(selective) < model.layers:
             notes.append(f"the plan recomputes {sum(selective)} of {model.layers} layers selectively; Megatron-LM "
                          "recomputes the attention core of every layer (more recomputation, less memory)")
-    if plan.zero >= 3:
-        raise MonetError("the plan shards the weights too (ZeRO-3); Megatron-LM's distributed optimizer shards "
-                         "the optimizer state and gradients", field="zero",
-                         fix="emit torchtitan (FSDP), or plan with ZeRO 0-2")
-    if plan.zero >= 1:
+    if plan.zero >= 2:
+        # Megatron-LM's distributed optimizer shards the fp32 main weights and Adam's
+        # moments (ZeRO-1); its gradient buffer stays whole on every rank.
+        raise MonetError(f"the plan shards the gradients{' and the weights' if plan.zero >= 3 else ''} "
+                         f"(ZeRO-{plan.zero}); Megatron-LM's distributed optimizer shards the optimizer state only",
+                         field="zero", fix="plan with --zero 0,1 for Megatron-LM, or emit torchtitan (FSDP)")
+    if plan.zero == 1:
         args.append("--use-distributed-optimizer")
-        if plan.zero == 1:
-            notes.append("ZeRO-1 in the plan; Megatron-LM's distributed optimizer also reduce-scatters the "
-                         "gradients (less memory, the same traffic)")
     kv = model.kv
     args += [f"--num-layers {model.layers}", f"--hidden-size {model.hidden}", f"--ffn-hidden-size {model.ffn}",
              f"--num-attention-heads {model.heads}"]

@@ -39,14 +39,16 @@ def hf_config(path: str | Path, *, seq: int | None = None) -> TransformerConfig:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise MonetError(f"not a JSON file: {err}", file=source, field="--hf-config",
                          fix="give a transformers config.json (as `save_pretrained` writes it)") from None
-    return config_from_hf(data, seq=seq, source=source)
+    return config_from_hf(data, seq=seq, source=source, name=Path(path).stem)
 
 
-def config_from_hf(data: Any, *, seq: int | None = None, source: str = "config.json") -> TransformerConfig:
+def config_from_hf(data: Any, *, seq: int | None = None, source: str = "config.json",
+                   name: str | None = None) -> TransformerConfig:
     """A :class:`TransformerConfig` from a transformers configuration dictionary.
 
     ``seq`` is the training sequence length; without it, the configuration's
-    ``max_position_embeddings`` (``n_positions`` for GPT-2).  Training is 16-bit mixed
+    ``max_position_embeddings`` (``n_positions`` for GPT-2).  The model's name is
+    ``_name_or_path``, else ``name``, else its architecture.  Training is 16-bit mixed
     precision whatever ``torch_dtype`` says (P4.M1).
     """
     if not isinstance(data, dict):
@@ -74,7 +76,7 @@ def config_from_hf(data: Any, *, seq: int | None = None, source: str = "config.j
         raise MonetError(f"{kind} config has no {names[0]!r}", file=source, field=names[0],
                          fix=f"add {names[0]} (an integer), as transformers writes it")
 
-    name = str(data.get("_name_or_path") or (data.get("architectures") or [kind])[0])
+    name = str(data.get("_name_or_path") or name or (data.get("architectures") or [kind])[0])
     if family == "gpt2":
         hidden, layers, heads = need("n_embd"), need("n_layer"), need("n_head")
         positions = need("n_positions", "n_ctx")

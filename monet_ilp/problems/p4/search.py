@@ -45,7 +45,7 @@ PLAN_TOLERANCE = 1e-6
 #: The class of plans the search is exact over (P4.S1).
 CLASS = ("plans using every device, tensor groups within a node, data or pipeline groups next, "
          "micro-batches of {sizes}, GPipe or 1F1B, "
-         "ZeRO 0-3, contiguous stages, per layer none/selective/full recomputation or offload (with a host link)")
+         "ZeRO {zero}, contiguous stages, per layer none/selective/full recomputation or offload (with a host link)")
 
 
 @dataclass(frozen=True)
@@ -251,7 +251,8 @@ def plan_search(model: TransformerConfig, cluster: ClusterSpec, *, global_batch:
         raise MonetError(f"alpha = {alpha}", field="alpha", fix="give a weight in [0, 1]")
     began = time.perf_counter()
     deadline = Deadline(time_limit)
-    holds_for = CLASS.format(sizes=", ".join(map(str, micro_batches)))
+    holds_for = CLASS.format(sizes=", ".join(map(str, micro_batches)),
+                             zero="0-3" if tuple(sorted(zero)) == (0, 1, 2, 3) else ", ".join(map(str, sorted(zero))))
     if time_cap is not None:
         holds_for += f", at most {time_cap:.6g} s per iteration"
     stats: dict[str, Any] = {"candidates": 0, "solved": 0, "pruned": 0, "infeasible": 0, "unfinished": 0}

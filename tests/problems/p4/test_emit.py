@@ -42,7 +42,7 @@ def test_megatron_gets_the_degrees_the_batch_and_the_models_shape():
     args = args_of(megatron_args(p, LLAMA).text)
     assert args["--tensor-model-parallel-size"] == "2" and args["--pipeline-model-parallel-size"] == "4"
     assert args["--micro-batch-size"] == "1" and args["--global-batch-size"] == str(p.global_batch) == "64"
-    assert "--sequence-parallel" in args and "--use-distributed-optimizer" in args
+    assert "--sequence-parallel" in args and "--use-distributed-optimizer" in args  # ZeRO-1, exactly
     assert "--recompute-granularity" not in args  # nothing recomputed
     assert args["--num-query-groups"] == "8" and "--group-query-attention" in args
     assert args["--ffn-hidden-size"] == "14336" and args["--seq-length"] == "4096"
@@ -73,6 +73,7 @@ def test_megatron_recomputes_block_wise_and_takes_uneven_end_stages():
     ({"stages": (9, 7, 9, 7)}, "stages"),
     ({"schedule": "gpipe"}, "schedule"),
     ({"zero": 3}, "zero"),
+    ({"zero": 2}, "zero"),
     ({"recompute": ("offload",) * 4 + ("none",) * 28}, "recompute"),
 ])
 def test_what_megatron_cannot_say_is_refused_with_the_fix(changes, field):
@@ -124,5 +125,18 @@ def test_the_cli_emits_the_plan_it_found(tmp_path, capsys):
     found = json.loads(out.read_text())["plan"]
     toml = tomllib.loads(emitted.read_text())
     assert toml["parallelism"]["tensor_parallel_degree"] == found["tensor"]
+    assert toml["parallelism"]["data_parallel_shard_degree" if found["zero"] else "data_parallel_replicate_degree"] \
+        == found["data"]
     assert toml["parallelism"]["pipeline_parallel_degree"] == found["pipeline"]
     assert toml["training"]["global_batch_size"] == 64
+
+
+def test_the_cli_plans_within_the_zero_stages_megatron_runs(capsys):
+    args = ["plan", "--hf-config", str(HF / "gpt2.json"), "--global-batch", "64", "--time-limit", "10",
+            "--zero", "0,1", "--emit", "megatron"]
+    try:
+        main(args)
+    except SystemExit as exc:
+        assert not exc.code, capsys.readouterr().err
+    out = capsys.readouterr().out
+    assert "--micro-batch-size" in out and "ZeRO 0, 1" in out
