@@ -46,6 +46,11 @@ class DeviceSpec:
         Bytes/s of that memory: the roofline's memory ceiling, for the element-wise ops.
     busy_w, idle_w
         Power while computing or communicating, and while waiting (the pipeline bubble).
+    sm_count, gemm_tile
+        P4.C1b: the streaming multiprocessors a matrix product's output tiles are spread
+        over, and the side of one output tile (a ``gemm_tile`` x ``gemm_tile`` block per
+        thread block); a product's tiles run in waves of ``sm_count``, so a partial tile
+        or a partial last wave costs a whole one.  ``0``: no such quantisation.
     """
 
     name: str
@@ -55,6 +60,8 @@ class DeviceSpec:
     memory_bandwidth: float
     busy_w: float
     idle_w: float
+    sm_count: int = 0
+    gemm_tile: int = 0
 
     def __post_init__(self) -> None:
         for field in ("peak_flops", "memory_bytes", "memory_bandwidth"):
@@ -64,6 +71,9 @@ class DeviceSpec:
         if not 0 < self.gemm_efficiency <= 1:
             raise MonetError(f"device {self.name!r}: gemm_efficiency = {self.gemm_efficiency}",
                              field="gemm_efficiency", fix="give a share in (0, 1]")
+        if self.sm_count < 0 or self.gemm_tile < 0 or (self.sm_count > 0) != (self.gemm_tile > 0):
+            raise MonetError(f"device {self.name!r}: sm_count {self.sm_count}, gemm_tile {self.gemm_tile}",
+                             field="sm_count", fix="give both as positive integers, or both 0 (no quantisation)")
         if self.busy_w < 0 or self.idle_w < 0:
             raise MonetError(f"device {self.name!r}: power must not be negative", field="busy_w",
                              fix="give watts >= 0")
@@ -128,10 +138,14 @@ class ClusterSpec:
                 "host_memory_bytes": self.host_memory_bytes}
 
 
-A100_80GB = DeviceSpec("A100-SXM4-80GB", peak_flops=312e12, gemm_efficiency=0.7, memory_bytes=80 * GiB,
-                       memory_bandwidth=2.039e12, busy_w=400.0, idle_w=90.0)
+# sm_count: 108 SMs on the A100 and 132 on the H100 SXM5 (NVIDIA's A100 and H100 datasheets);
+# gemm_tile 128: the 128 x 128 output tile of NVIDIA's "Matrix Multiplication Background"
+# guide, whose tile and wave quantisation P4.C1b models.  The A100's gemm_efficiency is the
+# one parameter fitted to the six runs of scripts/bench_plan.py (0.70 before P4.C1b).
+A100_80GB = DeviceSpec("A100-SXM4-80GB", peak_flops=312e12, gemm_efficiency=0.74, memory_bytes=80 * GiB,
+                       memory_bandwidth=2.039e12, busy_w=400.0, idle_w=90.0, sm_count=108, gemm_tile=128)
 H100_80GB = DeviceSpec("H100-SXM5-80GB", peak_flops=989e12, gemm_efficiency=0.65, memory_bytes=80 * GiB,
-                       memory_bandwidth=3.35e12, busy_w=700.0, idle_w=120.0)
+                       memory_bandwidth=3.35e12, busy_w=700.0, idle_w=120.0, sm_count=132, gemm_tile=128)
 
 
 def dgx_a100(*, nodes: int = 1, network_gbps: float = 200.0) -> ClusterSpec:
@@ -229,7 +243,7 @@ def cluster_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> 
                     out[key] = parse_size(value, field=where, file=source)
                 elif key in ("name",):
                     out[key] = str(value)
-                elif key in ("devices_per_node", "nodes"):
+                elif key in ("devices_per_node", "nodes", "sm_count", "gemm_tile"):
                     if isinstance(value, bool) or not isinstance(value, int):
                         raise ValueError(value)
                     out[key] = value

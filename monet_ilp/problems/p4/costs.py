@@ -18,11 +18,11 @@ from monet_ilp.errors import MonetError
 from monet_ilp.problems.p4.memory import RECOMPUTE, layer_activations, stage_extra_bytes
 
 if TYPE_CHECKING:
-    from monet_ilp.hardware.cluster import ClusterSpec
+    from monet_ilp.hardware.cluster import ClusterSpec, DeviceSpec
     from monet_ilp.problems.p4.model import TransformerConfig
 
-__all__ = ["ADAM_BYTES_PER_PARAM", "LayerCost", "PlanCosts", "StageEnd", "all_gather_s", "all_reduce_s",
-           "plan_costs"]
+__all__ = ["ADAM_BYTES_PER_PARAM", "LayerCost", "PlanCosts", "StageEnd", "all_gather_s", "all_reduce_s", "gemm_s",
+           "layer_products", "plan_costs"]
 
 #: Mixed-precision Adam (P4.C5): 16-bit weights (2) and gradients (2), and fp32 master
 #: weights, momentum and variance (12) per parameter.
@@ -102,6 +102,47 @@ class PlanCosts:
         return [end for end, here in ((self.first, stage == 0), (self.last, stage == stages - 1)) if here]
 
 
+def gemm_s(dev: DeviceSpec, rows: float, cols: float, depth: float, batch: float = 1) -> float:
+    """P4.C1b: seconds of ``batch`` products of a ``rows x depth`` and a ``depth x cols``
+    matrix: ``2 · rows · cols · depth · batch`` FLOPs at ``η Π``, over the share of the
+    device's tile waves that the output fills (1 without ``sm_count``)."""
+    flops = 2 * rows * cols * depth * batch
+    if dev.sm_count <= 0:
+        return flops / (dev.peak_flops * dev.gemm_efficiency)
+    tile = dev.gemm_tile
+    tiles = math.ceil(rows / tile) * math.ceil(cols / tile) * math.ceil(batch)
+    waves = math.ceil(tiles / dev.sm_count)
+    filled = rows * cols * batch / (waves * dev.sm_count * tile * tile)
+    return flops / (dev.peak_flops * dev.gemm_efficiency * filled)
+
+
+def _data_grad(shape: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    """The product that gives the first operand's gradient: ``dA = dY · Bᵀ``."""
+    rows, cols, depth, batch = shape
+    return rows, depth, cols, batch
+
+
+def _weight_grad(shape: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    """The product that gives the second operand's gradient: ``dB = Aᵀ · dY``."""
+    rows, cols, depth, batch = shape
+    return depth, cols, rows, batch
+
+
+def layer_products(model: TransformerConfig, batch: int, tp: int) -> dict[str, tuple[float, float, float, float]]:
+    """P4.C1b: the matrix products of one layer's forward on one device of a tensor group,
+    as ``(rows, cols, depth, batch)``; their FLOPs add up to P4.M3's over ``t``."""
+    s, h, a, f = model.seq, model.hidden, model.heads, model.ffn
+    tokens, head_dim, heads = s * batch, h // a, a / tp
+    return {
+        "qkv": (tokens, (h + 2 * model.kv_hidden) / tp, h, 1),
+        "scores": (s, s, head_dim, batch * heads),
+        "context": (s, head_dim, s, batch * heads),
+        "projection": (tokens, h, h / tp, 1),
+        "mlp_in": (tokens, (2 if model.gated else 1) * f / tp, h, 1),
+        "mlp_out": (tokens, h, f / tp, 1),
+    }
+
+
 def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pipeline: int, tensor: int,
                sequence_parallel: bool, micro_batch: int, zero: int = 0, placement: str = "tdp") -> PlanCosts:
     """The costs for degrees ``(data, pipeline, tensor)`` (P4.C1-C8 of ``p4_problem.md``).
@@ -121,7 +162,6 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
                          fix="use at most one stage per layer")
     dev = cluster.device
     s, h, a, v = model.seq, model.hidden, model.heads, model.vocab
-    gemm = dev.peak_flops * dev.gemm_efficiency
     tp_bw, tp_lat = cluster.link(t, 1)
     # P4.D1: the data group's members are t apart (tdp) or t p apart (tpd); pipeline
     # neighbours t d apart (tdp) or t apart (tpd).
@@ -156,17 +196,22 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
 
     gather = all_gather_s(d, layer_params * weights_bytes, dp_bw, dp_lat) if zero >= 3 else 0.0
     forward_flops = model.layer_forward_flops(b) / t
-    forward_compute = forward_flops / gemm + kept / dev.memory_bandwidth
+    products = layer_products(model, b, t)
+    forward_gemm = sum(gemm_s(dev, *shape) for shape in products.values())
+    backward_gemm = sum(gemm_s(dev, *_data_grad(shape)) + gemm_s(dev, *_weight_grad(shape))
+                        for shape in products.values())
+    forward_compute = forward_gemm + kept / dev.memory_bandwidth
     forward = forward_compute + tp_comm + gather
     layer: dict[str, LayerCost] = {}
     for option in RECOMPUTE:
         acts = acts_of(option)
-        compute = 2 * forward_flops / gemm + 2 * kept / dev.memory_bandwidth
+        compute = backward_gemm + 2 * kept / dev.memory_bandwidth
         extra = 0.0
         flops = 3 * forward_flops
         if option == "selective":  # the attention core again: QKᵀ, AV, softmax and dropout
             core = model.attention_core_flops(b) / t
-            extra = core / gemm + 5 * a * s * s * b / t / dev.memory_bandwidth
+            extra = (gemm_s(dev, *products["scores"]) + gemm_s(dev, *products["context"])
+                     + 5 * a * s * s * b / t / dev.memory_bandwidth)
             flops += core
         elif option == "full":
             extra = forward
@@ -179,9 +224,9 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
         # P4.C9 offload: every activation P4.A1 keeps goes to host memory after the forward
         # and comes back before the backward, over the device's PCIe link, not overlapped.
         move = kept / cluster.host_bandwidth
-        backward = 2 * forward_flops / gemm + 2 * kept / dev.memory_bandwidth + tp_comm + gather + move
+        backward = backward_gemm + 2 * kept / dev.memory_bandwidth + tp_comm + gather + move
         layer["offload"] = LayerCost("offload", _ns(forward + move), _ns(backward), 0, kept, kept,
-                                     _ns(forward_compute + 2 * forward_flops / gemm + 2 * kept / dev.memory_bandwidth),
+                                     _ns(forward_compute + backward_gemm + 2 * kept / dev.memory_bandwidth),
                                      math.ceil(3 * forward_flops))
     # P4.C6: the embedding on the first stage, the head and the loss on the last.
     sbh = s * b * h
@@ -189,7 +234,7 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
     lookup = 2 * sbh / dev.memory_bandwidth + all_reduce_s(t, 2 * sbh, tp_bw, tp_lat)
     # a tied head on its own stage holds a copy of the token embedding; an untied one its own matrix
     head_params = (model.vocab * h / t if p > 1 or not model.tied else 0) + 2 * h
-    logits = 2 * sbh * v / t
+    head = (s * b, v // t if v % t == 0 else v / t, h, 1)  # the logits: tokens x V/t, over h
     loss = 4 * s * b * v / t / dev.memory_bandwidth
     extra_first = stage_extra_bytes(seq=s, batch=b, hidden=h, vocab=v, tp=t, sequence_parallel=sequence_parallel,
                                     first=True, last=False, dropout=model.dropout)
@@ -203,8 +248,10 @@ def plan_costs(model: TransformerConfig, cluster: ClusterSpec, *, data: int, pip
         layer_optimizer_ns=_ns(optimizer_s(layer_params)),
         first=StageEnd(param_bytes(embed_params), _ns(lookup), _ns(2 * lookup), extra_first,
                        _ns(sync_s(embed_params)), _ns(optimizer_s(embed_params))),
-        last=StageEnd(param_bytes(head_params), _ns(logits / gemm + loss + all_reduce_s(t, 4 * s * b, tp_bw, tp_lat)),
-                      _ns(2 * logits / gemm + loss), extra_last, _ns(sync_s(head_params)),
+        last=StageEnd(param_bytes(head_params), _ns(gemm_s(dev, *head) + loss
+                                                    + all_reduce_s(t, 4 * s * b, tp_bw, tp_lat)),
+                      _ns(gemm_s(dev, *_data_grad(head)) + gemm_s(dev, *_weight_grad(head)) + loss), extra_last,
+                      _ns(sync_s(head_params)),
                       _ns(optimizer_s(head_params))),
         p2p_ns=_ns(p2p_bytes / pp_bw + pp_lat) if p > 1 else 0,
         capacity_bytes=dev.memory_bytes,
