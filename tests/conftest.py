@@ -132,3 +132,14 @@ def freed_tensor_by_tensor(graph: TrainingGraph, computations: list[str]) -> Seq
         steps.append(Compute(op_id))
         steps.extend(Release(t) for t in after[k])
     return Sequence(tuple(steps))
+
+
+def cli_code(args: list[str]) -> int:
+    """The exit status of ``monet-ilp ARGS`` run in-process (0 when it returns)."""
+    from monet_ilp.cli import main
+
+    try:
+        main(args)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0

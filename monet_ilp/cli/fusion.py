@@ -40,6 +40,19 @@ def _graph_options(f: F) -> F:
     return f
 
 
+def _instance_options(f: F) -> F:
+    """``--hw``/``--set``, ``--problem``, ``--sram-budget``/``--budget``, ``--objective`` and ``--axis``."""
+    f = click.option("--axis", type=click.Choice([a.value for a in Axis]), default="rows", show_default=True)(f)
+    f = click.option("--objective", type=click.Choice(["latency", "energy", "weighted"]), default="latency",
+                     show_default=True)(f)
+    f = click.option("--budget", type=float, help="P1/P2: the budget as a fraction of the store-all peak.")(f)
+    f = click.option("--sram-budget", help="P3: every core's SRAM capacity in bytes (e.g. 3MiB).")(f)
+    f = click.option("--problem", type=click.Choice(["P1", "P2", "P3"]), default="P3", show_default=True)(f)
+    f = click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Hardware preset parameter.")(f)
+    f = click.option("--hw", "hw_source", required=True, help="Hardware preset or YAML file.")(f)
+    return f
+
+
 @click.group()
 def fusion() -> None:
     """Layer fusion: fused stacks run tile by tile (formulations/fusion.md)."""
@@ -72,14 +85,7 @@ def chains_cmd(model: str | None, params: tuple[str, ...], graph_path: str | Non
 
 @fusion.command("search")
 @_graph_options
-@click.option("--hw", "hw_source", required=True, help="Hardware preset or YAML file.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Hardware preset parameter.")
-@click.option("--problem", type=click.Choice(["P1", "P2", "P3"]), default="P3", show_default=True)
-@click.option("--sram-budget", help="P3: every core's SRAM capacity in bytes (e.g. 3MiB).")
-@click.option("--budget", type=float, help="P1/P2: the budget as a fraction of the store-all peak.")
-@click.option("--objective", type=click.Choice(["latency", "energy", "weighted"]), default="latency",
-              show_default=True)
-@click.option("--axis", type=click.Choice([a.value for a in Axis]), default="rows", show_default=True)
+@_instance_options
 @click.option("--tiles", default="2,4,8", show_default=True, help="The tile counts to try, comma-separated.")
 @click.option("--backend", default="auto", show_default=True, help="The backend that solves the finalists.")
 @click.option("--time-limit", type=POSITIVE, default=60, show_default=True, help="Seconds per finalist.")
@@ -147,14 +153,7 @@ def search_cmd(model: str | None, params: tuple[str, ...], graph_path: str | Non
 
 @fusion.command("exact")
 @_graph_options
-@click.option("--hw", "hw_source", required=True, help="Hardware preset or YAML file.")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Hardware preset parameter.")
-@click.option("--problem", type=click.Choice(["P1", "P2", "P3"]), default="P3", show_default=True)
-@click.option("--sram-budget", help="P3: every core's SRAM capacity in bytes (e.g. 3MiB).")
-@click.option("--budget", type=float, help="P1/P2: the budget as a fraction of the store-all peak.")
-@click.option("--objective", type=click.Choice(["latency", "energy", "weighted"]), default="latency",
-              show_default=True)
-@click.option("--axis", type=click.Choice([a.value for a in Axis]), default="rows", show_default=True)
+@_instance_options
 @click.option("--tiles", default="2,4,8", show_default=True, help="The tile counts of the class, comma-separated.")
 @click.option("--backend", default="cpsat", show_default=True, help="The exact backend that solves every plan.")
 @click.option("--time-limit", type=POSITIVE, default=60, show_default=True, help="Seconds per plan.")

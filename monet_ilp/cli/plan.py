@@ -60,17 +60,6 @@ def _zero(text: str) -> tuple[int, ...]:
     return stages
 
 
-def _runs(recompute: tuple[str, ...]) -> str:
-    """``none x20, selective x4``: a layer list in runs."""
-    out: list[list[Any]] = []
-    for r in recompute:
-        if out and out[-1][0] == r:
-            out[-1][1] += 1
-        else:
-            out.append([r, 1])
-    return ", ".join(f"{r} x{n}" for r, n in out)
-
-
 @click.command("plan")
 @click.option("--model", type=click.Choice(sorted(MODELS)), help="Transformer family (or --hf-config).")
 @click.option("--hf-config", type=click.Path(dir_okay=False),
@@ -153,7 +142,7 @@ def run_pareto(instance: P4Instance, points: int, *, time_limit: float, json_out
         table.add_row(f"{m.time_s:.4f}", f"{m.energy_j:,.0f}", "-" if r.bound is None else f"{r.bound:,.0f}",
                       "-" if r.gap is None else f"{100 * r.gap:.2f} %",
                       f"{plan.data} x {plan.pipeline} x {plan.tensor}" + (" +SP" if plan.sequence_parallel else ""),
-                      f"{plan.micro_batch} x {plan.micro_batches}", plan.schedule, str(plan.zero), _runs(plan.recompute))
+                      f"{plan.micro_batch} x {plan.micro_batches}", plan.schedule, str(plan.zero), plan.recompute_runs())
         rows.append(r.to_dict())
     show(table)
     if len(rows) == 1:
@@ -190,7 +179,7 @@ def run_plan(instance: P4Instance, *, time_limit: float, json_out: str | None, p
     table.add_row("placement (innermost first)", {"tdp": "tensor, data, pipeline",
                                                   "tpd": "tensor, pipeline, data"}[plan.placement])
     table.add_row("layers per stage", " ".join(map(str, plan.stages)))
-    table.add_row("recompute", _runs(plan.recompute))
+    table.add_row("recompute", plan.recompute_runs())
     for s, stage in enumerate(m.stages):
         table.add_row(f"stage {s} memory per device",
                       f"{_human(stage.memory_bytes)} of {_human(spec.device.memory_bytes)} "

@@ -18,6 +18,7 @@ from monet_ilp.graph.fusion import chains
 from monet_ilp.graph.onnx_import import from_onnx
 from monet_ilp.hardware.presets import preset
 from monet_ilp.results import Status
+from tests.conftest import cli_code
 
 ONE = preset("edge_tpu", n_pe_x=1, n_pe_y=1)
 TWO = preset("edge_tpu", n_pe_x=1, n_pe_y=2)
@@ -139,13 +140,5 @@ def test_the_cli_prints_every_plan_and_writes_the_best(cnn2, tmp_path, capsys):
     assert "optimal over the class (FU.X4)" in captured.err and "3 plans" in captured.out
     plan = json.loads(out.read_text())
     assert plan["stacks"][0]["tiles"] == 4
-    assert run_code(["fusion", "exact", "--graph", cnn2, "--hw", "edge_tpu", "--sram-budget", "32KiB",
+    assert cli_code(["fusion", "exact", "--graph", cnn2, "--hw", "edge_tpu", "--sram-budget", "32KiB",
                      "--tiles", "2,4,8", "--max-plans", "2"]) == 2
-
-
-def run_code(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0

@@ -8,28 +8,18 @@ import json
 import pytest
 
 from monet_ilp.analysis.fusion import dram_bytes, fusion_search, plan_from_spec, stream_rule
-from monet_ilp.cli import main
 from monet_ilp.graph import zoo
 from monet_ilp.graph.analysis import inference_graph
 from monet_ilp.graph.fusion import chain_parts, chains
 from monet_ilp.hardware.presets import preset
 from monet_ilp.make import make_instance
 from monet_ilp.results import Status
+from tests.conftest import cli_code
 
 HW = preset("edge_tpu", n_pe_x=2, n_pe_y=2)
 LIST = "heuristic:memory_aware"
 GPT = ["--model", "gpt2", "-p", "n_layer=1", "-p", "d_model=32", "-p", "n_head=2", "-p", "seq=16",
        "-p", "vocab=64", "-p", "batch=2"]
-
-
-def run(args: list[str]) -> int:
-    """The CLI's exit status for ``args``."""
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
 
 @pytest.fixture(scope="module")
 def gpt():
@@ -75,7 +65,7 @@ def test_a_graph_with_nothing_fusable_says_so():
 
 def test_the_cli_searches_and_writes_the_best_plan(tmp_path, capsys):
     out = tmp_path / "plan.json"
-    assert run(["fusion", "search", *GPT, "--hw", "edge_tpu", "--set", "n_pe_x=2", "--set", "n_pe_y=2",
+    assert cli_code(["fusion", "search", *GPT, "--hw", "edge_tpu", "--set", "n_pe_x=2", "--set", "n_pe_y=2",
                 "--sram-budget", "1MiB", "--tiles", "2", "--backend", LIST, "--finalists", "1",
                 "--workers", "1", "--out", str(out)]) == 0
     plan = json.loads(out.read_text())
@@ -83,14 +73,14 @@ def test_the_cli_searches_and_writes_the_best_plan(tmp_path, capsys):
     printed = capsys.readouterr()
     assert "layer by layer" in printed.out
     # The plan it wrote makes an instance.
-    assert run(["instance", "make", *GPT, "--hw", "edge_tpu", "--sram-budget", "1MiB", "--fusion", str(out),
+    assert cli_code(["instance", "make", *GPT, "--hw", "edge_tpu", "--sram-budget", "1MiB", "--fusion", str(out),
                 "-o", str(tmp_path / "inst.json")]) == 0
 
 
 def test_a_bad_plan_on_the_command_line_exits_2_naming_the_file(tmp_path, capsys):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"stacks": [{"ops": ["F:h.0.ln_1", "F:h.0.attn.scores"], "tiles": 2}]}))
-    assert run(["instance", "make", *GPT, "--hw", "edge_tpu", "--sram-budget", "1MiB", "--fusion", str(bad),
+    assert cli_code(["instance", "make", *GPT, "--hw", "edge_tpu", "--sram-budget", "1MiB", "--fusion", str(bad),
                 "-o", str(tmp_path / "inst.json")]) == 2
     err = capsys.readouterr().err
     assert str(bad) in err and "stacks[0].ops" in err and "fix:" in err and "Traceback" not in err

@@ -36,16 +36,6 @@ def _per_stage(plan: Plan, option: str) -> list[int]:
     return [sum(plan.recompute[i] == option for i in layers) for layers in plan.stage_layers()]
 
 
-def _runs(recompute: tuple[str, ...]) -> str:
-    out: list[list[object]] = []
-    for r in recompute:
-        if out and out[-1][0] == r:
-            out[-1][1] = int(str(out[-1][1])) + 1
-        else:
-            out.append([r, 1])
-    return ", ".join(f"{r} x{n}" for r, n in out)
-
-
 def _refuse_offload(plan: Plan, tool: str, fix: str) -> None:
     if "offload" in plan.recompute:
         raise MonetError(f"the plan offloads activations of {plan.recompute.count('offload')} layers, which {tool} "
@@ -177,7 +167,7 @@ def torchtitan_toml(plan: Plan, model: TransformerConfig) -> Emitted:
                       if [i for i in range(model.layers) if (i + 1) % n == 0] == heavy), None)
         if every is None:
             every = max(1, model.layers // len(heavy))  # at least as many layers as the plan's
-            notes.append(f"the plan recomputes {len(heavy)} layers ({_runs(plan.recompute)}); torchtitan "
+            notes.append(f"the plan recomputes {len(heavy)} layers ({plan.recompute_runs()}); torchtitan "
                          f"recomputes every {every}-th layer in full ({model.layers // every} layers: more "
                          "recomputation, and per stage it may differ)")
         elif "selective" in options:

@@ -98,6 +98,16 @@ class Plan:
     def global_batch(self) -> int:
         return self.data * self.micro_batch * self.micro_batches
 
+    def recompute_runs(self) -> str:
+        """``none x20, selective x4``: the per-layer options in runs."""
+        out: list[tuple[str, int]] = []
+        for r in self.recompute:
+            if out and out[-1][0] == r:
+                out[-1] = (r, out[-1][1] + 1)
+            else:
+                out.append((r, 1))
+        return ", ".join(f"{r} x{n}" for r, n in out)
+
     def stage_layers(self) -> list[range]:
         """The layer indices of each stage."""
         out, first = [], 0

@@ -8,22 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from monet_ilp.cli import main
 from monet_ilp.errors import MonetError
 from monet_ilp.problems.p4.hf_config import config_from_hf, hf_config
 from monet_ilp.problems.p4.memory import layer_activations
 from monet_ilp.problems.p4.model import model_config
+from tests.conftest import cli_code
 
 HF = Path(__file__).resolve().parents[3] / "instances" / "hf"
-
-
-def run(args: list[str]) -> int:
-    try:
-        main(args)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
 
 @pytest.mark.parametrize("name,billions", [("llama3_8b", 8.03), ("llama3_70b", 70.55), ("mistral_7b", 7.24),
                                            ("qwen2_7b", 7.62), ("gpt2", 0.1244)])
@@ -79,7 +70,7 @@ def test_a_bad_config_names_the_file_the_field_and_the_fix(tmp_path, capsys, cha
     with pytest.raises(MonetError) as raised:
         hf_config(path)
     assert raised.value.field == field and raised.value.file == str(path) and raised.value.fix
-    assert run(["plan", "--hf-config", str(path), "--global-batch", "8"]) == 2
+    assert cli_code(["plan", "--hf-config", str(path), "--global-batch", "8"]) == 2
     err = capsys.readouterr().err
     assert field in err and "Traceback" not in err
 
@@ -87,11 +78,11 @@ def test_a_bad_config_names_the_file_the_field_and_the_fix(tmp_path, capsys, cha
 def test_the_cli_plans_a_model_from_its_config_and_its_instance_round_trips(tmp_path, capsys):
     saved = tmp_path / "p4.json"
     out = tmp_path / "plan.json"
-    code = run(["plan", "--hf-config", str(HF / "gpt2.json"), "-p", "seq=512", "--global-batch", "32",
+    code = cli_code(["plan", "--hf-config", str(HF / "gpt2.json"), "-p", "seq=512", "--global-batch", "32",
                 "--time-limit", "10", "--json", str(out), "--save-instance", str(saved)])
     assert code == 0, capsys.readouterr().err
     instance = json.loads(saved.read_text())
     assert instance["model"]["seq"] == 512 and instance["model"]["tied"] is True
     assert json.loads(out.read_text())["plan"]["data"] >= 1
-    assert run(["solve", str(saved), "--time-limit", "10"]) == 0
-    assert run(["plan", "--model", "gpt2", "--hf-config", str(HF / "gpt2.json"), "--global-batch", "8"]) == 2
+    assert cli_code(["solve", str(saved), "--time-limit", "10"]) == 0
+    assert cli_code(["plan", "--model", "gpt2", "--hf-config", str(HF / "gpt2.json"), "--global-batch", "8"]) == 2
