@@ -10,14 +10,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.table import Table
 
-from monet_ilp.cli.render import POSITIVE, SECONDS, console, err_console, exit_unless, show, working
+from monet_ilp.cli.render import (
+    POSITIVE,
+    SECONDS,
+    console,
+    err_console,
+    exit_unless,
+    import_options,
+    show,
+    working,
+)
 from monet_ilp.errors import MonetError
-from monet_ilp.hardware.cluster import CLUSTERS, load_cluster
+from monet_ilp.graph.load import FILE, load_graph
+from monet_ilp.hardware.cluster import (
+    CLUSTERS,
+    ClusterSpec,
+    cluster,
+    cluster_from_dict,
+    load_cluster,
+)
 from monet_ilp.hardware.presets import parse_set
 from monet_ilp.problems.p4.emit import EMITTERS
 from monet_ilp.problems.p4.hf_config import hf_config as read_hf_config
@@ -25,6 +41,9 @@ from monet_ilp.problems.p4.instance import P4Instance, p4_instance_from_dict
 from monet_ilp.problems.p4.memory import RECOMPUTE, closed_form, layer_activations
 from monet_ilp.problems.p4.model import MODELS
 from monet_ilp.problems.p4.search import OBJECTIVES, plan_pareto, plan_search
+
+if TYPE_CHECKING:
+    from monet_ilp.graph.ir import TrainingGraph
 
 __all__ = ["layer_memory_cmd", "plan_cmd", "run_plan"]
 
@@ -61,7 +80,10 @@ def _zero(text: str) -> tuple[int, ...]:
 
 
 @click.command("plan")
-@click.option("--model", type=click.Choice(sorted(MODELS)), help="Transformer family (or --hf-config).")
+@click.option("--model", help=f"Transformer family ({', '.join(sorted(MODELS))}), or a zoo model (a training "
+              "graph: resnet18, vit, ...; zoo:NAME for the zoo's gpt2 and llama).")
+@click.option("--graph", "graph_path", type=click.Path(dir_okay=False),
+              help="A training graph (training-graph JSON, node-link JSON or ONNX), planned stage by stage.")
 @click.option("--hf-config", type=click.Path(dir_okay=False),
               help="A transformers config.json (GPT-2, Llama, Mistral, Qwen2/3 families) instead of --model.")
 @click.option("--param", "-p", "params", multiple=True, metavar="KEY=VALUE",
@@ -71,7 +93,17 @@ def _zero(text: str) -> tuple[int, ...]:
 @click.option("--nodes", type=POSITIVE, default=None, help="Nodes of the cluster (default: the file's, or 1).")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="A preset parameter, e.g. --set network_gbps=400 (repeatable).")
-@click.option("--global-batch", type=POSITIVE, required=True, help="Sequences per iteration.")
+@click.option("--global-batch", type=POSITIVE, default=None,
+              help="Sequences (samples, for a graph) per iteration; a zoo graph's default: -p batch.")
+@click.option("--hw", "hw_source", default=None,
+              help="Graphs: the hardware of each device, a preset or YAML file (default: the cluster's).")
+@click.option("--hw-set", "hw_sets", multiple=True, metavar="KEY=VALUE", help="Graphs: a hardware preset parameter.")
+@click.option("--pipeline", type=POSITIVE, default=None, help="Graphs: the pipeline degree (default: every one).")
+@click.option("--stage-backend", default="auto", show_default=True,
+              help="Graphs: the P3 backend that schedules each stage's forward, backward and step.")
+@click.option("--part-limit", type=SECONDS, default=None,
+              help="Graphs: seconds for each stage part's P3 solve (default: a thirtieth of --time-limit).")
+@import_options
 @click.option("--objective", type=click.Choice(OBJECTIVES), default="time", show_default=True,
               help="weighted: alpha x time / the fastest plan's time + (1 - alpha) x energy / its energy.")
 @click.option("--alpha", type=click.FloatRange(0, 1), default=0.5, show_default=True, help="The weighted objective's alpha.")
@@ -87,11 +119,41 @@ def _zero(text: str) -> tuple[int, ...]:
 @click.option("--emit", type=click.Choice(sorted(EMITTERS)), default=None,
               help="Also print the plan as Megatron-LM arguments or a torchtitan TOML section set.")
 @click.option("--emit-out", type=click.Path(dir_okay=False), help="Write what --emit prints to this file.")
-def plan_cmd(model: str | None, hf_config: str | None, params: tuple[str, ...], cluster_name: str, nodes: int | None,
-             settings: tuple[str, ...], global_batch: int, objective: str, alpha: float, pareto_points: int | None,
-             time_limit: float, json_out: str | None, plot_out: str | None, save_instance: str | None,
-             zero_stages: str, emit: str | None, emit_out: str | None) -> None:
-    """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."""
+def plan_cmd(model: str | None, graph_path: str | None, hf_config: str | None, params: tuple[str, ...],
+             cluster_name: str, nodes: int | None, settings: tuple[str, ...], global_batch: int | None,
+             hw_source: str | None, hw_sets: tuple[str, ...], pipeline: int | None, stage_backend: str,
+             part_limit: float | None, optimizer: str, granularity: str, dtype: str | None, objective: str,
+             alpha: float, pareto_points: int | None, time_limit: float, json_out: str | None, plot_out: str | None,
+             save_instance: str | None, zero_stages: str, emit: str | None, emit_out: str | None) -> None:
+    """Plan training on many devices: degrees, stages, micro-batches, recomputation (P4).
+
+    A transformer (--model gpt3, --hf-config) is planned in closed form; a training graph
+    (--model resnet18 -p batch=32, --graph model.onnx) stage by stage, each stage's work
+    scheduled by P3 on the device's hardware (formulations/p4_problem.md, P4.G).
+    """
+    if graph_path is not None or (model is not None and model not in MODELS):
+        if hf_config is not None:
+            raise MonetError("give --hf-config for a transformer, or a graph, not both", field="--hf-config",
+                             fix="drop --hf-config, or drop --model/--graph")
+        refused = [(pareto_points is not None, "--pareto"), (objective != "time", "--objective"),
+                   (emit is not None, "--emit"), (save_instance is not None, "--save-instance"),
+                   (plot_out is not None, "--plot"), (zero_stages != "0,1,2,3", "--zero")]
+        for given, flag in refused:
+            if given:
+                raise MonetError(f"{flag} applies to transformer plans, not to a training graph's", field=flag,
+                                 fix="drop it (graph plans minimise the time per iteration, P4.G)")
+        run_graph_plan(model.removeprefix("zoo:") if model else None, params, graph_path, cluster_name, nodes,
+                       settings, global_batch, hw_source=hw_source, hw_sets=hw_sets, pipeline=pipeline,
+                       backend=stage_backend, part_limit=part_limit, import_opts=(optimizer, granularity, dtype),
+                       time_limit=time_limit, json_out=json_out)
+        return
+    if global_batch is None:
+        raise MonetError("a transformer plan needs the global batch", field="--global-batch",
+                         fix="give --global-batch N (sequences per iteration)")
+    for given, flag in ((hw_source is not None or bool(hw_sets), "--hw"), (pipeline is not None, "--pipeline")):
+        if given:
+            raise MonetError(f"{flag} applies to training graphs", field=flag,
+                             fix="drop it, or plan a graph (--model resnet18, --graph FILE)")
     options = _params(params)
     zero = _zero(zero_stages)
     if (model is None) == (hf_config is None):
@@ -106,14 +168,7 @@ def plan_cmd(model: str | None, hf_config: str | None, params: tuple[str, ...], 
     else:
         model_spec = {"family": model, **({"preset": options["preset"]} if "preset" in options else {}),
                       **({"seq": int(options["seq"])} if "seq" in options else {})}
-    if cluster_name in CLUSTERS:
-        cluster_spec: dict[str, Any] = {"preset": cluster_name, "nodes": nodes or 1, **parse_set(settings)}
-    else:
-        if settings:
-            raise MonetError("--set applies to cluster presets", field="--set",
-                             fix="edit the cluster file instead, or name a preset")
-        spec = load_cluster(cluster_name)
-        cluster_spec = spec.to_dict() if nodes is None else {**spec.to_dict(), "nodes": nodes}
+    cluster_spec = _cluster_spec(cluster_name, nodes, settings)
     instance = p4_instance_from_dict({"model": model_spec, "cluster": cluster_spec,
                                       "global_batch": global_batch, "objective": objective, "alpha": alpha})
     if save_instance:
@@ -124,6 +179,106 @@ def plan_cmd(model: str | None, hf_config: str | None, params: tuple[str, ...], 
         return
     run_plan(instance, time_limit=time_limit, json_out=json_out, plot_out=plot_out, emit=emit, emit_out=emit_out,
              zero=zero)
+
+
+def _cluster_spec(cluster_name: str, nodes: int | None, settings: tuple[str, ...]) -> dict[str, Any]:
+    if cluster_name in CLUSTERS:
+        return {"preset": cluster_name, "nodes": nodes or 1, **parse_set(settings)}
+    if settings:
+        raise MonetError("--set applies to cluster presets", field="--set",
+                         fix="edit the cluster file instead, or name a preset")
+    spec = load_cluster(cluster_name)
+    return spec.to_dict() if nodes is None else {**spec.to_dict(), "nodes": nodes}
+
+
+def cluster_from_spec(spec: dict[str, Any]) -> ClusterSpec:
+    """The cluster of :func:`_cluster_spec`'s mapping (a preset with its keywords, or every field)."""
+    if "device" in spec:
+        return cluster_from_dict(spec)
+    params = {k: v for k, v in spec.items() if k not in ("preset", "nodes")}
+    return cluster(str(spec["preset"]), nodes=int(spec["nodes"]), **params)
+
+
+def run_graph_plan(model: str | None, params: tuple[str, ...], graph_path: str | None, cluster_name: str,
+                   nodes: int | None, settings: tuple[str, ...], global_batch: int | None, *, hw_source: str | None,
+                   hw_sets: tuple[str, ...], pipeline: int | None, backend: str, part_limit: float | None,
+                   import_opts: tuple[str, str, str | None], time_limit: float, json_out: str | None) -> None:
+    """P4.G: plan a training graph, print the plan with its bound and gap, write the JSON."""
+    # The graph-plan search schedules with P3 (the solver libraries): loaded only for a graph.
+    from monet_ilp.analysis.graph_plan import graph_batch, graph_plan_search, hardware_of
+    from monet_ilp.graph import zoo  # onnx takes a second to import: only for a graph
+
+    spec = cluster_from_spec(_cluster_spec(cluster_name, nodes, settings))
+    hardware = hardware_of(spec, hw_source, hw_sets)
+    optimizer, granularity, dtype = import_opts
+    where = graph_path
+    if model is not None:
+        if graph_path is not None:
+            raise MonetError("give exactly one of --model and --graph", field="--model/--graph",
+                             fix="e.g. --model resnet18, or --graph g.onnx")
+        values = zoo.parse_params(list(params))
+        batch = values.pop("batch", None)
+        if batch is not None and global_batch is not None and batch != global_batch:
+            raise MonetError(f"-p batch={batch} and --global-batch {global_batch} disagree", field="-p batch",
+                             fix="give the samples per iteration once")
+        total = int(global_batch or batch or 1)
+        zoo.build(model, batch=1, optimizer=optimizer, granularity=granularity, dtype=dtype, **values)  # checks
+
+        def graph_at(b: int) -> TrainingGraph:
+            return zoo.build(model, batch=b, optimizer=optimizer, granularity=granularity, dtype=dtype, **values)
+
+        sizes = [b for b in range(1, total + 1) if total % b == 0]
+        name = model
+    else:
+        if params:
+            raise MonetError("-p applies to zoo models", field="-p", fix="drop it, or use --model NAME")
+        assert graph_path is not None
+        graph = load_graph(FILE, graph_path, optimizer=optimizer, granularity=granularity, dtype=dtype)
+        b = graph_batch(graph)
+        total = global_batch or b
+        if total % b:
+            raise MonetError(f"--global-batch {total} is not a multiple of the graph's batch {b}",
+                             file=graph_path, field="--global-batch", fix=f"give a multiple of {b}")
+
+        def graph_at(b: int) -> TrainingGraph:
+            return graph
+
+        sizes, name = [b], graph.name
+    with working(f"planning {name} on {spec.name}"):
+        result = graph_plan_search(graph_at, spec, hardware, global_batch=total, micro_batches=sizes,
+                                   pipeline=pipeline, time_limit=time_limit, part_limit=part_limit, backend=backend,
+                                   source=where, hardware_name=hw_source or spec.hardware.split(" ")[0])
+    if json_out:
+        Path(json_out).write_text(json.dumps(result.to_dict()) + "\n")
+        err_console.print(f"wrote {json_out}")
+    if result.plan is None:
+        console.print(f"{result.status}: no plan of the class was found; {result.stats}", markup=False)
+        exit_unless(False)
+        return
+    plan = result.plan
+    table = Table(title=f"{name} on {spec.name} ({spec.devices} x {result.hardware}), {total} samples per iteration")
+    table.add_column("quantity")
+    table.add_column("value", justify="right")
+    table.add_row("status", result.status)
+    table.add_row("devices used (data x pipeline, tensor 1)", f"{plan.devices} ({plan.data} x {plan.pipeline})")
+    table.add_row("micro-batch x count", f"{plan.micro_batch} x {plan.micro_batches} ({plan.schedule})")
+    for s, stage in enumerate(result.stages):
+        table.add_row(f"stage {s}: units {stage['units'][0]}-{stage['units'][1]}",
+                      f"{stage['first']} .. {stage['last']}, {_human(stage['memory_bytes'])} per device")
+    table.add_row("time per iteration", f"{result.value:.6f} s")
+    table.add_row("bound (time)", "-" if result.bound is None else f"{result.bound:.6f} s")
+    table.add_row("gap", "-" if result.gap is None else f"{100 * result.gap:.2f} %")
+    table.add_row("one device (P3 on one device)", "-" if result.one_device is None else f"{result.one_device:.6f} s")
+    st = result.stats
+    table.add_row("candidates evaluated / pruned / left", f"{st['evaluated']} / {st['pruned']} / {st['unresolved']} "
+                                                          f"of {st['candidates']}")
+    table.add_row("P3 schedules (verified)", str(st["p3_solves"]))
+    table.add_row("search time", f"{result.seconds:.1f} s")
+    show(table)
+    for note in st["micro_batch_infeasible"]:
+        err_console.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
+    console.print(f"bound over: {result.holds_for}", markup=False, highlight=False, soft_wrap=True)
+    exit_unless(result.status in ("optimal", "feasible"))
 
 
 def run_pareto(instance: P4Instance, points: int, *, time_limit: float, json_out: str | None) -> None:

@@ -11,6 +11,7 @@ watts), with its source or assumption in ``p4_problem.md`` (section "Presets").
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
 from pathlib import Path
@@ -94,6 +95,10 @@ class ClusterSpec:
     host_bandwidth, host_memory_bytes
         A device's link to host memory (PCIe, bytes/s one direction) and its share of the
         host's memory, where activations may be offloaded; 0 when there is no host.
+    hardware
+        The device as the cost model sees it: a hardware preset name or a hardware YAML
+        file (``monet-ilp hw show``), which P4 plans for a training graph cost each op on
+        (P4.G3); empty when the cluster names none.
     """
 
     name: str
@@ -106,6 +111,7 @@ class ClusterSpec:
     inter_latency_s: float
     host_bandwidth: float = 0.0
     host_memory_bytes: int = 0
+    hardware: str = ""
 
     def __post_init__(self) -> None:
         if self.devices_per_node < 1 or self.nodes < 1:
@@ -135,7 +141,7 @@ class ClusterSpec:
                 "nodes": self.nodes, "intra_bandwidth": self.intra_bandwidth,
                 "intra_latency_s": self.intra_latency_s, "inter_bandwidth": self.inter_bandwidth,
                 "inter_latency_s": self.inter_latency_s, "host_bandwidth": self.host_bandwidth,
-                "host_memory_bytes": self.host_memory_bytes}
+                "host_memory_bytes": self.host_memory_bytes, "hardware": self.hardware}
 
 
 # sm_count: 108 SMs on the A100 and 132 on the H100 SXM5 (NVIDIA's A100 and H100 datasheets);
@@ -154,7 +160,7 @@ def dgx_a100(*, nodes: int = 1, network_gbps: float = 200.0) -> ClusterSpec:
     x16 to 2 TiB of host memory (25 GB/s sustained, 256 GiB per GPU)."""
     return ClusterSpec(f"dgx_a100x{nodes}", A100_80GB, 8, nodes, intra_bandwidth=300e9, intra_latency_s=5e-6,
                        inter_bandwidth=network_gbps * 1e9 / 8, inter_latency_s=10e-6, host_bandwidth=25e9,
-                       host_memory_bytes=256 * GiB)
+                       host_memory_bytes=256 * GiB, hardware="datacenter_gpu")
 
 
 def dgx_h100(*, nodes: int = 1, network_gbps: float = 400.0) -> ClusterSpec:
@@ -181,8 +187,15 @@ def edge_tpu_mesh(*, nodes: int = 1, chips: int = 4, simd_units: int = 64, lanes
                         memory_bytes=dram_bytes, memory_bandwidth=dram_bytes_per_cycle * clock_hz,
                         busy_w=busy, idle_w=busy / 10)
     link = link_bytes_per_cycle * clock_hz
+    # The chip as the cost model sees it: the edge_tpu preset with the same PE array,
+    # clock, DRAM and MAC energy (a square or 1 x n mesh of the PEs).
+    side = math.isqrt(pes)
+    rows, cols = (side, side) if side * side == pes else (1, pes)
+    hardware = (f"edge_tpu n_pe_x={cols} n_pe_y={rows} simd_units={simd_units} lanes={lanes} "
+                f"clock_hz={int(clock_hz)} dram_bytes={dram_bytes} dram_bandwidth_bytes_per_cycle={dram_bytes_per_cycle:g} "
+                f"mac_pj={mac_pj:g}")
     return ClusterSpec(f"edge_tpu_mesh{chips}x{nodes}", device, chips, nodes, intra_bandwidth=link,
-                       intra_latency_s=1e-6, inter_bandwidth=link, inter_latency_s=2e-6)
+                       intra_latency_s=1e-6, inter_bandwidth=link, inter_latency_s=2e-6, hardware=hardware)
 
 
 #: Cluster presets by name (``--cluster``): each takes ``nodes`` and its own keywords.
@@ -241,7 +254,7 @@ def cluster_from_dict(data: Mapping[str, Any], *, source: str | None = None) -> 
             try:
                 if key in _SIZES:
                     out[key] = parse_size(value, field=where, file=source)
-                elif key in ("name",):
+                elif key in ("name", "hardware"):
                     out[key] = str(value)
                 elif key in ("devices_per_node", "nodes", "sm_count", "gemm_tile"):
                     if isinstance(value, bool) or not isinstance(value, int):

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from monet_ilp.problems.p4.model import TransformerConfig
     from monet_ilp.problems.p4.plan import Plan
 
-__all__ = ["PlanMetrics", "StageMetrics", "evaluate_plan", "stage_orders"]
+__all__ = ["PlanMetrics", "StageMetrics", "evaluate_plan", "simulate_pipeline", "stage_orders"]
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,8 @@ def evaluate_plan(model: TransformerConfig, cluster: ClusterSpec, plan: Plan, *,
         flops_stage.append(flops * m)
         stages.append((layers, memory, params, in_flight * acts + transient, in_flight, fwd, bwd))
     tasks: list[tuple[int, str, int, int, int]] = []
-    pipeline_ns = _simulate(stage_orders(plan.schedule, p, m), forward, backward, c.p2p_ns, tasks)
+    hops = [c.p2p_ns] * (p - 1)
+    pipeline_ns = simulate_pipeline(stage_orders(plan.schedule, p, m), forward, backward, hops, hops, tasks)
     sync_ns = max(sync)
     time_ns = pipeline_ns + sync_ns
     busy = [m * (forward[s] + backward[s]) + sync[s] for s in range(p)]
@@ -177,13 +178,15 @@ def evaluate_plan(model: TransformerConfig, cluster: ClusterSpec, plan: Plan, *,
     )
 
 
-def _simulate(orders: list[list[tuple[str, int]]], forward: list[int], backward: list[int], p2p: int,
-              tasks: list[tuple[int, str, int, int, int]] | None = None) -> int:
+def simulate_pipeline(orders: list[list[tuple[str, int]]], forward: list[int], backward: list[int],
+                      down: list[int], up: list[int],
+                      tasks: list[tuple[int, str, int, int, int]] | None = None) -> int:
     """Run every stage's tasks in its order, each as soon as its stage is free and its input has arrived.
 
-    ``F(s, i)`` waits for ``F(s-1, i)`` and one hop; ``B(s, i)`` for ``B(s+1, i)`` and one
-    hop (the last stage: for its own ``F(p-1, i)``).  Returns the end of the last task;
-    ``tasks`` receives ``(stage, kind, micro-batch, start, end)`` of each.
+    ``F(s, i)`` waits for ``F(s-1, i)`` and the hop ``down[s-1]`` across the boundary
+    between stages ``s-1`` and ``s``; ``B(s, i)`` for ``B(s+1, i)`` and the hop ``up[s]``
+    back across it (the last stage: for its own ``F(p-1, i)``).  Returns the end of the
+    last task; ``tasks`` receives ``(stage, kind, micro-batch, start, end)`` of each.
     """
     p = len(orders)
     done: dict[tuple[str, int, int], int] = {}
@@ -199,7 +202,7 @@ def _simulate(orders: list[list[tuple[str, int]]], forward: list[int], backward:
                     need = None if s == 0 else done.get(("F", s - 1, i))
                     if s > 0 and need is None:
                         break
-                    ready = 0 if need is None else need + p2p
+                    ready = 0 if need is None else need + down[s - 1]
                     length = forward[s]
                 else:
                     if s == p - 1:
@@ -211,7 +214,7 @@ def _simulate(orders: list[list[tuple[str, int]]], forward: list[int], backward:
                         upstream = done.get(("B", s + 1, i))
                         if upstream is None:
                             break
-                        ready = upstream + p2p
+                        ready = upstream + up[s]
                     length = backward[s]
                 start = max(free[s], ready)
                 free[s] = done[kind, s, i] = start + length
