@@ -80,7 +80,7 @@ def main() -> None:
                       "-" if r["bound"] is None else f"{r['bound']:.6f}",
                       "-" if r["gap"] is None else f"{100 * r['gap']:.1f} %",
                       "-" if r["one_device_s"] is None else f"{r['one_device_s']:.6f}", f"{r['wall_s']:.1f}")
-    Console().print(table)
+    Console(width=200).print(table)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1, default=str) + "\n")

@@ -273,12 +273,17 @@ class _Batch:
     cores: int
     clock_hz: int
     misfit: str | None  # an op no core's memory holds (P4.G6): the micro-batch size is infeasible
+    # per part kind: (the least cycles of moving it out of DRAM, the units reading it, its producer's (kind, unit))
+    inputs_of: dict[str, list[tuple[float, tuple[int, ...], tuple[str, int] | None]]] = field(default_factory=dict)
     floors: dict[tuple[str, int, int], float] = field(default_factory=dict)
 
-    def floor(self, kind: str, first: int, last: int) -> float:
+    def floor(self, kind: str, first: int, last: int, *, moves: bool = True) -> float:
         """P4.G7: cycles no P3 schedule of part ``kind`` of units ``first..last`` beats: its
-        ops' least work spread over the cores (BD.B2), or its critical path (BD.B1)."""
-        key = (kind, first, last)
+        ops' least work spread over the cores (BD.B2), its critical path (BD.B1), or its
+        inputs' moves out of DRAM over the links that leave it (``moves``: where the part
+        is a schedule of its own; in one schedule of forward and backward the backward's
+        inputs may already sit in a core's memory)."""
+        key = (kind if moves else kind + "-", first, last)
         if key not in self.floors:
             work = sum(self.part_work[kind][first:last + 1]) / self.cores
             ends: dict[int, int] = {}
@@ -287,7 +292,11 @@ class _Batch:
                 if first <= unit <= last:
                     ends[i] = cycles + max((ends[j] for j in producers if j in ends), default=0)
                     longest = max(longest, ends[i])
-            self.floors[key] = max(work, float(longest))
+            moved = moves and kind in self.inputs_of
+            out = sum(cycles for cycles, readers, made in self.inputs_of.get(kind, ())
+                        if any(first <= u <= last for u in readers)
+                        and not (made is not None and made[0] == kind and first <= made[1] <= last)) if moved else 0.0
+            self.floors[key] = max(work, float(longest), out)
         return self.floors[key]
 
 
@@ -303,16 +312,19 @@ def _batch_data(graph: TrainingGraph, hardware: Hardware, b: int, source: str | 
     for op in graph.ops:
         u = units.unit_of[op.id]
         kind = "O" if op.kind is OpKind.OPTIMIZER else ("B" if op.is_backward else "F")
+        # P3.K3: a run holds every non-persistent input and output in its core's memory, and
+        # runs at its pinned cost only with its persistent inputs pinned there too (P3.K4).
+        need = sum(graph.tensor(t).bytes for t in set(op.inputs + op.outputs) if not graph.tensor(t).persistent)
+        pinned = sum(graph.tensor(t).bytes for t in set(op.inputs) if graph.tensor(t).persistent)
         options = [c.cycles for c in inst.costs[op.id].values()]
-        options += [c.cycles for c in inst.pinned_costs.get(op.id, {}).values()]
+        options += [cost.cycles for core, cost in inst.pinned_costs.get(op.id, {}).items()
+                    if need + pinned <= sram[core]]
         least = min(options)  # BD.B1-B2: at its fastest core and variant
         work[kind][u] += least
         producers = tuple(index[pr][1] for t in op.inputs
                           if (pr := graph.tensor(t).producer) is not None and index.get(pr, ("", 0))[0] == kind)
         index[op.id] = (kind, len(ops_of[kind]))
         ops_of[kind].append((u, least, producers))
-        # P3.K3: a run holds every non-persistent input and output in its core's memory.
-        need = sum(graph.tensor(t).bytes for t in set(op.inputs + op.outputs) if not graph.tensor(t).persistent)
         if misfit is None and need > max(sram[c] for c in inst.costs[op.id]):
             misfit = (f"op {op.id!r} at micro-batch {b} holds {need:,} bytes at once, more than any core's memory "
                       f"({max(sram.values()):,})")
@@ -324,6 +336,19 @@ def _batch_data(graph: TrainingGraph, hardware: Hardware, b: int, source: str | 
             part = make_instance(subgraph(graph, ids, f"{graph.name}.{kind}"), hardware, problem="P3",
                                  objective="latency") if ids else None
             whole_floor[kind] = float(combinatorial_bound(part) or 0) if part is not None else 0.0
+    # P4.G7: a part's inputs start in DRAM (P3's input_home); every read is from a core's
+    # memory, so each input leaves DRAM at least once, over one of the links that leave it.
+    exits = [link for link in inst.links if inst.input_home in link.endpoints]
+    inputs_of: dict[str, list[tuple[float, tuple[int, ...], tuple[str, int] | None]]] = {k: [] for k in ops_of}
+    for t in graph.tensors:
+        if t.persistent or not exits:
+            continue
+        made = None if t.producer is None else (index[t.producer][0], units.unit_of[t.producer])
+        move = min(link.transfer_cycles(t.bytes) for link in exits) / len(exits)
+        for kind in ops_of:
+            readers = tuple(sorted({units.unit_of[c] for c in t.consumers if index[c][0] == kind}))
+            if readers:
+                inputs_of[kind].append((move, readers, made))
     grad = [0] * n
     for t in graph.tensors:
         if t.kind is TensorKind.WEIGHT_GRAD and t.producer is not None:
@@ -350,7 +375,7 @@ def _batch_data(graph: TrainingGraph, hardware: Hardware, b: int, source: str | 
         for k in range(lo + 1, src + 1):
             up[k] += t.bytes
     return _Batch(b, graph, units, inst, work, ops_of, whole_floor, grad, down, up, saved, hardware,
-                  len(inst.cores), hardware.clock_hz, misfit)
+                  len(inst.cores), hardware.clock_hz, misfit, inputs_of)
 
 
 def _ns(cycles: float, clock_hz: int, *, up: bool) -> int:
@@ -561,7 +586,8 @@ def _candidate_bound(bd: _Batch, cluster: ClusterSpec, d: int, p: int, m: int, s
         sync = _allreduce_ns(cluster, sum(bd.grad_bytes), d)
         if d == 1 and m == 1:  # one schedule of the whole graph: P3's bound
             return ns(bd.whole_floor["all"]) / 1e9, [n]
-        fb = max(ns(bd.whole_floor["FB"]), ns(bd.floor("F", 0, n - 1)) + ns(bd.floor("B", 0, n - 1)))
+        # every backward op waits for the loss, which waits for every forward op: FB >= F + B
+        fb = max(ns(bd.whole_floor["FB"]), ns(bd.floor("F", 0, n - 1)) + ns(bd.floor("B", 0, n - 1, moves=False)))
         opt = max(ns(bd.whole_floor["O"]), ns(bd.floor("O", 0, n - 1)))
         return (m * fb + sync + opt) / 1e9, [n]
     allowed = set(bd.units.allowed_cuts())
