@@ -32,7 +32,7 @@ CODES = {
     "p1_interval.md": "P1I", "p1_portfolio.md": "PF",
     "p2_problem.md": "P2", "p2_cpsat.md": "P2C", "p2_milp.md": "P2M",
     "p3_problem.md": "P3", "p3_cpsat.md": "P3C", "p3_milp.md": "P3M",
-    "p4_problem.md": "P4", "oracle.md": "OR", "fusion.md": "FU",
+    "p4_problem.md": "P4", "oracle.md": "OR", "fusion.md": "FU", "torch_checkpoint.md": "TC",
 }
 
 _LABEL = r"[A-Z]{1,2}[0-9]+(?:\.[0-9]+|[a-z]+)?['′]?"

@@ -346,9 +346,9 @@ def _batch_data(graph: TrainingGraph, hardware: Hardware, b: int, source: str | 
         made = None if t.producer is None else (index[t.producer][0], units.unit_of[t.producer])
         move = min(link.transfer_cycles(t.bytes) for link in exits) / len(exits)
         for kind in ops_of:
-            readers = tuple(sorted({units.unit_of[c] for c in t.consumers if index[c][0] == kind}))
-            if readers:
-                inputs_of[kind].append((move, readers, made))
+            reading = tuple(sorted({units.unit_of[c] for c in t.consumers if index[c][0] == kind}))
+            if reading:
+                inputs_of[kind].append((move, reading, made))
     grad = [0] * n
     for t in graph.tensors:
         if t.kind is TensorKind.WEIGHT_GRAD and t.producer is not None:

@@ -59,6 +59,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
              "ResNet-18 (CIFAR) on a 2x2 edge_tpu: store-all, Chen sqrt(n), GA and auto, graded against bounds."),
     "plan": ("monet_ilp.cli.plan:plan_cmd",
              "Plan training on many devices: degrees, stages, micro-batches, recomputation (P4)."),
+    "torch-checkpoint": ("monet_ilp.cli.torch_checkpoint:torch_checkpoint_cmd",
+                         "Choose the modules of a PyTorch model to checkpoint for a memory budget (torch extra)."),
     "layer-memory": ("monet_ilp.cli.plan:layer_memory_cmd",
                      "Activation bytes one transformer layer keeps for its backward pass, per device."),
     "backends": ("monet_ilp.cli.backends:backends",

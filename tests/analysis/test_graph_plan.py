@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import random
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import onnx
@@ -32,6 +32,9 @@ from monet_ilp.hardware.cluster import cluster, edge_tpu_mesh
 from monet_ilp.make import make_instance
 from monet_ilp.solve import solve
 from tests.conftest import cli_code
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 HEURISTIC = "heuristic:memory_aware"
 MESH_SRAM = ("pe_sram_bytes=3MiB",)
