@@ -57,6 +57,8 @@ TOLERANCE = 1e-9
 #: least two), kept back from the search's time limit; a part gets at least MIN_PART_S.
 MARGIN_S = 2.0
 MIN_PART_S = 0.5
+#: The P3 schedule a part takes when its backend finds none in time (a verified list schedule, P4.G3).
+FALLBACK = "heuristic:memory_aware"
 
 #: A part of a stage (P4.G3): ``F`` forward (and the loss), ``B`` backward, ``O`` the
 #: optimizer step, ``FB`` forward and backward as one schedule (one stage), ``all`` the
@@ -494,11 +496,12 @@ def graph_plan_search(graph_at: Callable[[int], TrainingGraph], cluster: Cluster
         if best is not None and bound >= best[0] * (1 - TOLERANCE):
             pruned += 1
             continue
-        if time.perf_counter() >= deadline:
+        if best is not None and time.perf_counter() >= deadline:
             unresolved.append(bound)
             continue
+        # P4.G8: the first plan is measured whatever the clock says, so that a plan comes back
         outcome = _evaluate(batches[cand["b"]], cluster, cand, cache, backend=backend, workers=workers,
-                            part_limit=part_limit, deadline=deadline)
+                            part_limit=part_limit, deadline=deadline if best is not None else math.inf)
         evaluated += 1
         if outcome is None:
             unresolved.append(bound)
@@ -646,10 +649,10 @@ def _evaluate(bd: _Batch, cluster: ClusterSpec, cand: dict[str, Any], cache: dic
             key = (b, kind, first, last)
             if key not in cache:
                 left = deadline - time.perf_counter() - MARGIN_S  # P4.G8: no part starts past the time limit
-                if left < MIN_PART_S:
+                if left < MIN_PART_S and deadline != math.inf:
                     return None
                 cache[key] = _solve_part(bd, kind, first, last, backend=backend, workers=workers,
-                                         limit=min(part_limit, left))
+                                         limit=min(part_limit, max(MIN_PART_S, left)))
             run = cache[key]
             if run.cycles is None:
                 return None
@@ -711,6 +714,10 @@ def _solve_part(bd: _Batch, kind: str, first: int, last: int, *, backend: str, w
     sub = subgraph(bd.graph, ops, name)
     inst = make_instance(sub, bd.hardware, problem="P3", objective="latency")
     result = solve(inst, backend, time_limit=limit, workers=workers)
+    if result.status is Status.UNKNOWN and backend != FALLBACK:  # no schedule in time: the list scheduler's
+        fallback = solve(inst, FALLBACK)
+        if fallback.status is Status.FEASIBLE:
+            result = fallback
     if result.status not in (Status.OPTIMAL, Status.FEASIBLE) or result.metrics is None:
         return PartRun(kind, (first, last), len(ops), str(result.status), None, result.bound, 0, 0, backend,
                        result.message)

@@ -227,6 +227,9 @@ def checkpoint(model: torch.nn.Module, example_inputs: Seq[Any], budget: float |
         unrestricted_status=None if free is None else str(free.status),
         unrestricted_cycles=None if free is None else free.objective,
         unrestricted_bound=None if free is None else free.bound, graph=graph.name,
-        extra={"regions_allowed": len(allowed), "sets": result.stats.get("sets")})
+        extra={"regions_allowed": len(allowed), "rounds": result.stats.get("rounds"),
+               "unrestricted_class": "P1 auto's: an op's outputs freed together (Checkmate's convention), so "
+                                     "its optimum and bound hold for that class, not for torch's per-tensor frees "
+                                     "(TC.K5)"})
     target = model if in_place else copy.deepcopy(model)
     return apply_plan(target, plan.checkpointed), plan
