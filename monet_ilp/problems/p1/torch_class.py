@@ -218,13 +218,7 @@ def solve_torch_class(instance: Instance, *, time_limit: float | None = None, wo
               for q in singles]
     budget = instance.budget_bytes
     stats: dict[str, Any] = {"regions": len(regions), "bound_class": TC_CLASS, "rounds": 0}
-    model = cp_model.CpModel()
-    x = [model.new_bool_var(f"x[{r.path}]") for r in regions]
-    ops_of = [set(r.ops) for r in regions]
-    for a in range(len(regions)):  # TC.K1 disjoint regions
-        for b in range(a + 1, len(regions)):
-            if ops_of[a] & ops_of[b]:
-                model.add_at_most_one(x[a], x[b])
+    model, x = _disjoint_regions(regions)
     for point, used in enumerate(base_profile):  # TC.K4 the budget at every first computation
         terms = [(effect[k][point], x[k]) for k in range(len(regions)) if effect[k][point]]
         if used > budget or terms:
@@ -238,7 +232,7 @@ def solve_torch_class(instance: Instance, *, time_limit: float | None = None, wo
         run = run_cpsat(model, deadline=deadline, workers=workers)
         stats["rounds"] += 1
         if run.status == cp_model.INFEASIBLE:
-            least = _least_peak(instance, regions, singles, base_profile, effect, ops_of, deadline, workers)
+            least = _least_peak(instance, regions, base_profile, effect, deadline, workers)
             stats.update(least_peak_bytes=least)
             return BackendResult(Status.INFEASIBLE, stats=stats, message=(
                 f"no set of checkpointed modules fits in {budget} bytes; the least peak of the class is {least} "
@@ -253,24 +247,30 @@ def solve_torch_class(instance: Instance, *, time_limit: float | None = None, wo
         if peak <= budget and cycles == base_cycles + sum(cost[k] for k in chosen):
             stats.update(checkpointed=list(sequence.meta["checkpointed"]))
             status = Status.OPTIMAL if run.status == cp_model.OPTIMAL else Status.FEASIBLE
-            return BackendResult(status, sequence, cycles, bound=min(bound, cycles) if status is Status.OPTIMAL
-                                 else bound, stats=stats, message=f"over {TC_CLASS}")
+            return BackendResult(status, sequence, cycles, bound=bound, stats=stats, message=f"over {TC_CLASS}")
         # TC.K4: the effects did not add up on this plan; cut it off and solve again
         stats["cut"] = stats.get("cut", 0) + 1
         model.add_bool_or([x[k].Not() for k in chosen] + [x[k] for k in range(len(regions)) if k not in chosen])
 
 
-def _least_peak(instance: Instance, regions: list[Region], singles: list[Sequence], base_profile: list[int],
-                effect: list[list[int]], ops_of: list[set[str]], deadline: Deadline, workers: int | None) -> int:
-    """TC.K4: the least peak of any plan of the class (the least budget it can meet), by the same model."""
+def _disjoint_regions(regions: list[Region]) -> tuple[Any, list[Any]]:
+    """A CP-SAT model with one 0-1 variable per region, overlapping regions never both chosen (TC.K1)."""
     from ortools.sat.python import cp_model  # OR-Tools takes a second to import: only when solving
 
     model = cp_model.CpModel()
-    x = [model.new_bool_var(f"x{k}") for k in range(len(regions))]
+    x = [model.new_bool_var(f"x[{r.path}]") for r in regions]
+    ops_of = [set(r.ops) for r in regions]
     for a in range(len(regions)):
         for b in range(a + 1, len(regions)):
             if ops_of[a] & ops_of[b]:
                 model.add_at_most_one(x[a], x[b])
+    return model, x
+
+
+def _least_peak(instance: Instance, regions: list[Region], base_profile: list[int], effect: list[list[int]],
+                deadline: Deadline, workers: int | None) -> int:
+    """TC.K4: the least peak of any plan of the class (the least budget it can meet), by the same model."""
+    model, x = _disjoint_regions(regions)
     peak = model.new_int_var(0, max(base_profile), "peak")
     for point, used in enumerate(base_profile):
         model.add(peak >= used + sum(effect[k][point] * x[k] for k in range(len(regions)) if effect[k][point]))
