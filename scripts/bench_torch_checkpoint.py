@@ -16,9 +16,11 @@ backward) with and without it, measuring:
 * the FLOPs recomputed: ``torch.utils.flop_counter`` over the step with the plan, less
   the same without it.
 
-Models: the zoo's MLP and ResNet-18 (CIFAR) twins, a ViT twin, transformers' GPT-2 and a
-Llama-style decoder (four layers each, random weights). torchvision's models need the
-``vision`` extra's torch build; they are skipped, and said so, without it.
+Models: the zoo's MLP and ResNet-18 (CIFAR) twins, twins of torchvision's MobileNetV2 and of
+timm's ViT, transformers' GPT-2 and a Llama-style decoder (four layers each, random
+weights; exported by the dynamo exporter, as TorchScript's fails on them). torchvision's
+own models need the ``vision`` extra's torch build; they are skipped, and said so,
+without it.
 
     python scripts/bench_torch_checkpoint.py [--models mlp,gpt2-hf] [--budgets 0.7,0.5,0.3] [--time-limit 30]
 """
@@ -46,7 +48,7 @@ from torch import nn
 from monet_ilp.errors import MonetError
 from monet_ilp.torch import checkpoint, live_peak_bytes
 
-MODELS = ("mlp", "resnet18", "vit", "gpt2-hf", "llama-hf", "resnet18-tv", "mobilenet_v2-tv")
+MODELS = ("mlp", "resnet18", "mobilenet_v2", "vit", "gpt2-hf", "llama-hf", "resnet18-tv", "mobilenet_v2-tv")
 BUDGETS = (0.7, 0.5, 0.3)
 
 
@@ -61,6 +63,9 @@ def make_case(name: str) -> ft.TorchCase | None:
     if name == "resnet18":
         return ft.TorchCase(name, ft.ResNet18Cifar(10).train(), torch.randn(8, 3, 32, 32, generator=gen),
                             torch.randint(0, 10, (8,), generator=gen))
+    if name == "mobilenet_v2":
+        return ft.TorchCase(name, ft.MobileNetV2(10).train(), torch.randn(4, 3, 64, 64, generator=gen),
+                            torch.randint(0, 10, (4,), generator=gen))
     if name == "vit":
         return ft.TorchCase(name, ft.ViT(32, 4, 64, 4, 4, 10).train(), torch.randn(8, 3, 32, 32, generator=gen),
                             torch.randint(0, 10, (8,), generator=gen))

@@ -125,6 +125,52 @@ class ResNet18Cifar(nn.Module):
         return self.fc(torch.flatten(self.avgpool(x), 1))
 
 
+def _conv_bn_relu6(cin: int, cout: int, kernel: int, stride: int, groups: int = 1) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU6(inplace=False))
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: 1x1 expansion (t > 1), 3x3 depthwise, 1x1 linear projection, + skip."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers: list[nn.Module] = [] if expand == 1 else [_conv_bn_relu6(cin, hidden, 1, 1)]
+        layers += [_conv_bn_relu6(hidden, hidden, 3, stride, groups=hidden),
+                   nn.Conv2d(hidden, cout, 1, 1, 0, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+        self.use_res_connect = stride == 1 and cin == cout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.conv(x) if self.use_res_connect else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """torchvision's MobileNetV2 layout and module names (``features.N``, ``classifier``),
+    out-of-place ReLU6 as in the ResNet-18 twin; torchvision itself cannot load with the CPU
+    build of torch here."""
+
+    SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                (6, 320, 1, 1))
+
+    def __init__(self, classes: int, dropout: float = 0.2) -> None:
+        super().__init__()
+        features: list[nn.Module] = [_conv_bn_relu6(3, 32, 3, 2)]
+        cin = 32
+        for t, c, n, s in self.SETTINGS:
+            for i in range(n):
+                features.append(InvertedResidual(cin, c, s if i == 0 else 1, t))
+                cin = c
+        features.append(_conv_bn_relu6(cin, 1280, 1, 1))
+        self.features = nn.Sequential(*features)
+        self.classifier = nn.Sequential(nn.Dropout(dropout), nn.Linear(1280, classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.adaptive_avg_pool2d(self.features(x), 1)
+        return self.classifier(torch.flatten(x, 1))
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, d_model: int, n_head: int, seq: int) -> None:
         super().__init__()

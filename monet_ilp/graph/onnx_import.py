@@ -48,6 +48,8 @@ SHAPE_OPS = frozenset({"Shape", "Size"})
 
 #: BatchNormalization inputs 3 and 4 are running statistics, not trained.
 _BUFFER_SLOTS = {"BatchNormalization": (3, 4)}
+#: What a training-mode Dropout saves (:func:`from_onnx`'s ``dropout_mask``).
+DROPOUT_MASKS = ("bool", "noise")
 
 
 def from_onnx(
@@ -63,6 +65,7 @@ def from_onnx(
     batch: int | None = None,
     name: str | None = None,
     trainable: Iterable[str] | None = None,
+    dropout_mask: str = "bool",
 ) -> TrainingGraph:
     """Import a forward ONNX model as a training graph.
 
@@ -98,6 +101,11 @@ def from_onnx(
         the model's metadata entry ``monet_ilp.trainable`` (a JSON list, written by
         :func:`monet_ilp.graph.torch_export.export_for_training`), else every float
         initializer with more than one element (pipeline step 3).
+    dropout_mask
+        What a training-mode Dropout saves for its backward: ``"bool"``, a one-byte mask
+        (PyTorch's fused ``native_dropout``, on CUDA), or ``"noise"``, the scaled noise in
+        the input's dtype (PyTorch's eager dropout on CPU multiplies the input by it and
+        saves it).
     """
     source = str(model) if isinstance(model, (str, Path)) else None
     try:
@@ -113,6 +121,7 @@ def from_onnx(
             input_shapes=input_shapes or {},
             batch=batch,
             name=name or (Path(source).stem if source else proto.graph.name or "model"),
+            dropout_mask=dropout_mask,
         ).run()
     except MonetError as err:
         if source:
@@ -244,7 +253,12 @@ class _Node:
 class _Importer:
     def __init__(self, proto: onnx.ModelProto, *, optimizer: str, granularity: str, dtype: DType | None,
                  loss: str, allow_unknown: bool, output: str | None,
-                 input_shapes: Mapping[str, Sequence[int]], batch: int | None, name: str) -> None:
+                 input_shapes: Mapping[str, Sequence[int]], batch: int | None, name: str,
+                 dropout_mask: str = "bool") -> None:
+        if dropout_mask not in DROPOUT_MASKS:
+            raise MonetError(f"dropout_mask = {dropout_mask!r}", field="dropout_mask",
+                             fix=f"use one of {', '.join(DROPOUT_MASKS)}")
+        self.dropout_mask = dropout_mask
         self.proto = proto
         self.optimizer = optimizer
         self.granularity = granularity
@@ -878,11 +892,13 @@ def _rule_gather(c: _RuleContext) -> FwdNode:
 
 
 def _rule_dropout(c: _RuleContext) -> FwdNode:
-    """Dropout in training mode: a new output and a one-byte mask, which is all the
-    backward reads (PyTorch's ``native_dropout`` saves the boolean mask)."""
+    """Dropout in training mode: a new output and its mask, which is all the backward reads:
+    one byte per element (PyTorch's fused ``native_dropout`` saves a boolean mask) or, with
+    ``dropout_mask="noise"``, the input's dtype (its eager CPU dropout saves the scaled noise
+    it multiplies by)."""
     x = c.require(0, "input")
     numel = c.out_numel()
-    mask = c.extra("mask", c.shape(c.out), DType.BOOL)
+    mask = c.extra("mask", c.shape(c.out), DType.BOOL if c.importer.dropout_mask == "bool" else c.float_dtype())
     return FwdNode(c.node.name, "Dropout", [x], [c.out, mask], flops=2 * numel, dims={"N": numel},
                    needs={x: {mask}}, grad_flops={x: numel})
 

@@ -1,7 +1,8 @@
 """``monet_ilp.torch.checkpoint``: solve which modules of a PyTorch model to checkpoint, and apply it.
 
 ``formulations/torch_checkpoint.md`` (class TC).  The model is exported with the
-project's exporter (TorchScript, whose node names carry the module paths), imported at
+project's exporter (TorchScript, whose node names carry the module paths, or dynamo, its
+nodes then named by their module scopes), imported at
 op granularity, solved over TC with the ``torch_checkpoint`` backend and over every P1
 schedule with ``auto``, and the chosen modules of a copy of the model (or the model
 itself) run under ``torch.utils.checkpoint`` (non-reentrant).  A plain training loop
@@ -15,6 +16,7 @@ import functools
 import json
 import math
 import tempfile
+import warnings
 from collections.abc import Sequence as Seq
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -149,18 +151,62 @@ def _recompute_flops(graph: TrainingGraph, sequence: Sequence) -> int:
     return sum(2 * graph.op(op).macs * (n - 1) for op, n in runs.items())
 
 
+def _scope_names(path: Path) -> None:
+    """Name each node of a dynamo export by its module path, as TorchScript names them (TC.K1).
+
+    The dynamo exporter names a node ``node_linear_3`` and keeps its module scopes in the
+    node's metadata ``pkg.torch.onnx.name_scopes`` (``['', 'm', 'm.h.0', 'm.h.0.mlp',
+    'linear_3']``: the model, each enclosing module's path, then the op); the node becomes
+    ``/m/m.h.0/m.h.0.mlp/node_linear_3``.
+    """
+    import ast
+
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    for node in model.graph.node:
+        scopes = next((ast.literal_eval(p.value) for p in node.metadata_props
+                       if p.key == "pkg.torch.onnx.name_scopes"), None)
+        if scopes:
+            node.name = "/" + "/".join([s for s in scopes[:-1] if s] + [node.name])
+    onnx.save(model, str(path))
+
+
 def export_graph(model: torch.nn.Module, example_inputs: Seq[Any], directory: str | Path) -> TrainingGraph:
-    """The model's training graph at op granularity, through the project's exporter (TorchScript)."""
+    """The model's training graph at op granularity, through the project's exporter.
+
+    TorchScript first (its node names carry the module paths); where it fails (transformers'
+    decoders: ``aten::diff``) the dynamo exporter, its nodes named by their module scopes.
+    Dropout saves what torch saves on the model's device: the scaled noise on CPU, a
+    one-byte mask where the fused kernel runs (``from_onnx``'s ``dropout_mask``).
+    """
     path = Path(directory) / "model.onnx"
-    try:
-        export_for_training(model, tuple(example_inputs), path, exporter="torchscript")
-    except MonetError:
-        raise
-    except Exception as err:  # noqa: BLE001 (the exporter raises any of torch's exception types)
-        raise MonetError(f"the model does not export to ONNX ({type(err).__name__}: {str(err).splitlines()[0]})",
-                         field="model", fix="check that the model runs on the example inputs, with static shapes "
-                                            "and no data-dependent control flow") from None
-    return load_graph("onnx", path, granularity="op")
+    device = next((p.device.type for p in model.parameters()), "cpu")
+    errors = []
+    for exporter in ("torchscript", "dynamo"):
+        try:
+            with warnings.catch_warnings():  # the exporters' notes on buffers and inlining are torch's, not the user's
+                warnings.simplefilter("ignore")
+                export_for_training(model, tuple(example_inputs), path, exporter=exporter)
+        except MonetError:
+            raise
+        except Exception as err:  # noqa: BLE001 (the exporters raise any of torch's exception types)
+            errors.append(f"{exporter}: {type(err).__name__}: {_first_line(err)}")
+            continue
+        if exporter == "dynamo":
+            _scope_names(path)
+        return load_graph("onnx", path, granularity="op", dropout_mask="noise" if device == "cpu" else "bool")
+    raise MonetError(f"the model does not export to ONNX ({'; '.join(errors)})", field="model",
+                     fix="check that the model runs on the example inputs, with static shapes, no data-dependent "
+                         "control flow, and tensors (not dicts or caches) as its output")
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    for line in text.splitlines():  # the dynamo exporter's message opens with its summary lines
+        if line.strip() and not line.startswith("Failed to export"):
+            return line.strip()[:200]
+    return text[:200]
 
 
 def checkpoint(model: torch.nn.Module, example_inputs: Seq[Any], budget: float | int = 0.5, *,

@@ -373,6 +373,16 @@ def test_dropout_in_training_mode_saves_a_one_byte_mask_and_not_its_input():
     assert any(mask.id in op.inputs for op in g.ops if op.is_backward)
 
 
+def test_dropout_saves_noise_of_the_input_type_as_torch_on_the_cpu():
+    """torch's eager CPU dropout saves the scaled noise it multiplies by, not a bool mask."""
+    g = from_onnx(ob.dropout_mlp(training=True), granularity="op", dropout_mask="noise")
+    drop = next(op for op in _forward(g) if op.op_type == "Dropout")
+    mask = g.tensor(drop.outputs[1])
+    assert mask.dtype is DType.FP32 and mask.bytes == 4 * 32
+    with pytest.raises(MonetError, match="dropout_mask"):
+        from_onnx(ob.dropout_mlp(training=True), dropout_mask="float")
+
+
 def test_dropout_in_eval_mode_is_a_view():
     g = from_onnx(ob.dropout_mlp(training=False), granularity="op")
     assert [op.op_type for op in _forward(g)] == ["MatMul", "Relu", "MatMul"]

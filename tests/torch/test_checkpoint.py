@@ -90,3 +90,31 @@ def test_cli_refuses_bad_input(tmp_path: Path, args: list[str], capsys: pytest.C
 
 def test_cli_refuses_a_missing_file(tmp_path: Path) -> None:
     assert cli_code(["torch-checkpoint", f"{tmp_path / 'none.py'}:build", "--input-shape", "8x16"]) == 2
+
+
+class _DiffHead(torch.nn.Module):
+    """Blocks with dropout, then ``torch.diff``, which torch's TorchScript exporter cannot export."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.blocks = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.GELU(),
+                                                                torch.nn.Dropout(0.1)) for _ in range(4)])
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.blocks(x)
+        return self.head(torch.cat([h[:1], torch.diff(h, dim=0)], 0))
+
+
+def test_a_model_torchscript_cannot_export_goes_through_dynamo_with_its_module_paths() -> None:
+    """TC.K1: the dynamo exporter's nodes are named by their module scopes, so the regions are
+    the model's modules; on the CPU each Dropout saves its noise in fp32 (TC.K2)."""
+    model, x, y = _DiffHead(), torch.randn(32, 64), torch.randint(0, 10, (32,))
+    wrapped, plan = checkpoint(model, (x,), 0.7, time_limit=30, unrestricted=False)
+    assert plan.checkpointed and all(p.startswith("blocks") for p in plan.checkpointed)
+    torch.manual_seed(1)
+    _step(wrapped, x, y)
+    measured = live_peak_bytes(lambda: _step(wrapped, x, y))
+    assert abs(measured - plan.predicted_peak_bytes) <= 0.05 * plan.predicted_peak_bytes
+    assert measured <= plan.budget_bytes
