@@ -26,7 +26,7 @@ from monet_ilp.errors import MonetError
 from monet_ilp.graph.load import load_graph
 from monet_ilp.graph.torch_export import export_for_training
 from monet_ilp.make import p1_instance
-from monet_ilp.problems.p1.torch_class import TC_CLASS, region_sequence, regions_of
+from monet_ilp.problems.p1.torch_class import SELECTIVE, TC_CLASS, region_sequence, regions_of
 from monet_ilp.results import Status
 from monet_ilp.schedule import Compute, Sequence
 from monet_ilp.solve import solve
@@ -78,7 +78,7 @@ def wrappable_regions(model: torch.nn.Module, regions: Seq[Region]) -> list[str]
 
     out = []
     for r in regions:
-        parent, bracket, _ = r.path.partition("[")
+        parent, bracket, _ = r.path.removesuffix(SELECTIVE).partition("[")
         try:
             module = model if parent == "" else model.get_submodule(parent)
         except AttributeError:
@@ -88,9 +88,25 @@ def wrappable_regions(model: torch.nn.Module, regions: Seq[Region]) -> list[str]
     return out
 
 
-def _checkpointed(fn: Any, *args: Any, **kwargs: Any) -> Any:
-    from torch.utils.checkpoint import checkpoint as run
+#: What selective checkpointing saves (TC.K7): the outputs of matrix products and convolutions.
+_SAVED_OPS = ("mm", "addmm", "bmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention_for_cpu",
+              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention")
 
+
+def _save_products(_ctx: Any, op: Any, *_args: Any, **_kwargs: Any) -> Any:
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    name = getattr(op, "_overloadpacket", op).__name__
+    return CheckpointPolicy.MUST_SAVE if name in _SAVED_OPS else CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def _checkpointed(fn: Any, *args: Any, selective: bool = False, **kwargs: Any) -> Any:
+    from torch.utils.checkpoint import checkpoint as run
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+
+    if selective:
+        return run(fn, *args, use_reentrant=False,
+                   context_fn=functools.partial(create_selective_checkpoint_contexts, _save_products), **kwargs)
     return run(fn, *args, use_reentrant=False, **kwargs)
 
 
@@ -100,12 +116,12 @@ def _run_children(children: list[Any], x: Any) -> Any:
     return x
 
 
-def _sequential_forward(children: list[Any], runs: dict[int, int], x: Any) -> Any:
+def _sequential_forward(children: list[Any], runs: dict[int, tuple[int, bool]], x: Any) -> Any:
     i = 0
     while i < len(children):
         if i in runs:
-            j = runs[i]
-            x = _checkpointed(functools.partial(_run_children, children[i:j + 1]), x)
+            j, selective = runs[i]
+            x = _checkpointed(functools.partial(_run_children, children[i:j + 1]), x, selective=selective)
             i = j + 1
         else:
             x = children[i](x)
@@ -118,12 +134,16 @@ def apply_plan(model: torch.nn.Module, checkpointed: Seq[str]) -> torch.nn.Modul
 
     A module's ``forward`` becomes a non-reentrant checkpoint of the original; a run
     ``parent[a..b]`` of an ``nn.Sequential`` makes the parent's ``forward`` run those
-    children under one checkpoint.  Parameter names and the state dict do not change.
+    children under one checkpoint; a name ending ``@mm`` is checkpointed selectively (TC.K7:
+    ``create_selective_checkpoint_contexts`` saving the outputs of matrix products and
+    convolutions).  Parameter names and the state dict do not change.
     """
     import torch
 
-    runs: dict[str, dict[int, int]] = {}
-    for path in checkpointed:
+    runs: dict[str, dict[int, tuple[int, bool]]] = {}
+    for name in checkpointed:
+        path = name.removesuffix(SELECTIVE)
+        selective = path != name  # TC.K7: save the matrix products' outputs, rerun the rest
         parent, bracket, rest = path.partition("[")
         if bracket:
             first, _, last = rest.rstrip("]").partition("..")
@@ -132,10 +152,10 @@ def apply_plan(model: torch.nn.Module, checkpointed: Seq[str]) -> torch.nn.Modul
                 raise MonetError(f"{parent or 'the model'} is not an nn.Sequential: cannot checkpoint {path}",
                                  field="checkpointed", fix="checkpoint whole modules there")
             names = list(container._modules)  # noqa: SLF001 (torch's own child order)
-            runs.setdefault(parent, {})[names.index(first)] = names.index(last)
+            runs.setdefault(parent, {})[names.index(first)] = (names.index(last), selective)
             continue
         module = model.get_submodule(path)
-        module.forward = functools.partial(_checkpointed, module.forward)
+        module.forward = functools.partial(_checkpointed, module.forward, selective=selective)
     for parent, spans in runs.items():
         container = model if parent == "" else model.get_submodule(parent)
         children = list(container.children())

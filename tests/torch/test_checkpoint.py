@@ -109,12 +109,60 @@ class _DiffHead(torch.nn.Module):
 
 def test_a_model_torchscript_cannot_export_goes_through_dynamo_with_its_module_paths() -> None:
     """TC.K1: the dynamo exporter's nodes are named by their module scopes, so the regions are
-    the model's modules; on the CPU each Dropout saves its noise in fp32 (TC.K2)."""
+    the model's modules, and the plan changes no gradient (the rerun replays the dropout's noise)."""
     model, x, y = _DiffHead(), torch.randn(32, 64), torch.randint(0, 10, (32,))
     wrapped, plan = checkpoint(model, (x,), 0.7, time_limit=30, unrestricted=False)
     assert plan.checkpointed and all(p.startswith("blocks") for p in plan.checkpointed)
-    torch.manual_seed(1)
+    for m in (model, wrapped):
+        torch.manual_seed(1)
+        _step(m, x, y)
+    for a, b in zip(model.parameters(), wrapped.parameters(), strict=True):
+        assert torch.allclose(a.grad, b.grad)
+
+
+def test_on_the_cpu_a_dropout_saves_its_noise_and_the_rerun_brings_it_back() -> None:
+    """TC.K2: torch's CPU dropout saves fp32 noise; a checkpointed region drops it and its rerun
+    (up to the last op that saves anything) makes it again: the live peak is the predicted one."""
+    torch.manual_seed(0)
+    blocks = [torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.1), torch.nn.GELU())
+              for _ in range(6)]
+    model, x, y = torch.nn.Sequential(*blocks, torch.nn.Linear(64, 10)), torch.randn(32, 64), torch.randint(0, 10, (32,))
+    wrapped, plan = checkpoint(model, (x,), 0.6, time_limit=30, unrestricted=False)
+    assert plan.checkpointed
     _step(wrapped, x, y)
     measured = live_peak_bytes(lambda: _step(wrapped, x, y))
     assert abs(measured - plan.predicted_peak_bytes) <= 0.05 * plan.predicted_peak_bytes
     assert measured <= plan.budget_bytes
+
+
+def test_a_selective_region_saves_its_products_and_holds_what_it_predicts() -> None:
+    """TC.K7: ``[0..3]@mm`` reruns blocks 0-3 but their matrix products come from the cache: no
+    MAC is recomputed, the gradients do not change, and the live peak is the predicted one."""
+    import copy
+    import tempfile
+
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from monet_ilp.make import p1_instance
+    from monet_ilp.problems.p1.torch_class import region_sequence, regions_of
+    from monet_ilp.torch.checkpoint import apply_plan, export_graph
+
+    model, x, y = _model(), torch.randn(32, 64), torch.randint(0, 10, (32,))
+    with tempfile.TemporaryDirectory() as tmp:
+        graph = export_graph(model, (x,), tmp)
+    regions = {r.path: r for r in regions_of(graph)}
+    assert regions["[0..3]@mm"].saved and regions["[0..3]@mm"].ops == regions["[0..3]"].ops
+    predicted = region_sequence(p1_instance(graph, 1.0), [regions["[0..3]@mm"]])
+    wrapped = apply_plan(copy.deepcopy(model), ["[0..3]@mm"])
+    flops = []
+    for m in (model, wrapped):
+        counter = FlopCounterMode(display=False)
+        with counter:
+            _step(m, x, y)
+        flops.append(counter.get_total_flops())
+    assert flops[1] == flops[0]  # GELU's FLOPs are not counted by torch; no product is rerun
+    for a, b in zip(model.parameters(), wrapped.parameters(), strict=True):
+        assert torch.allclose(a.grad, b.grad)
+    measured = live_peak_bytes(lambda: _step(wrapped, x, y))
+    peak = int(predicted.meta["peak_bytes"])
+    assert abs(measured - peak) <= 0.05 * peak

@@ -4,10 +4,11 @@
 it and keeps what it reads from outside and what it hands on; just before the module's
 backward needs a dropped tensor its forward runs again.  The regions are the graph's
 modules: the module paths its ops' ``layer`` names carry (TC.K1).  A plan checkpoints a
-set of disjoint regions; its P1 sequence (TC.K2) is the on-demand rematerialisation of
-everything else kept, and the evaluator measures it.  The search (TC.K4) is a 0-1 model
-over the regions (CP-SAT): each region's recompute cost and memory effect, measured
-alone, add up (TC.K3), and the plan it picks is measured again.
+set of disjoint regions; its P1 sequence (TC.K2) is what torch runs (each region's
+dropped tensors brought back together by a rerun of its forward, stopped early as the
+non-reentrant checkpoint stops), and the evaluator measures it.  The search (TC.K4) is
+a 0-1 model over the regions (CP-SAT): each region's recompute cost and memory effect,
+measured alone, are added up (TC.K3), and the plan it picks is measured again.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from monet_ilp.engines.cpsat import run_cpsat
 from monet_ilp.engines.deadline import Deadline
 from monet_ilp.graph.ir import OpKind
-from monet_ilp.heuristics.checkpointing import FORWARD_PASS, plan_order, rematerialize
+from monet_ilp.heuristics.checkpointing import FORWARD_PASS, plan_order
 from monet_ilp.heuristics.liveness import replay, require_sequence_form
 from monet_ilp.results import BackendResult, Status
 from monet_ilp.schedule import Compute, Release, Sequence
@@ -27,19 +28,36 @@ if TYPE_CHECKING:
     from monet_ilp.graph.ir import TrainingGraph
     from monet_ilp.instance import Instance
 
-__all__ = ["TC_CLASS", "Region", "region_sequence", "regions_of", "solve_torch_class"]
+__all__ = ["SELECTIVE", "TC_CLASS", "Region", "region_sequence", "regions_of", "rerun_computations", "solve_torch_class"]
 
 #: The class of schedules the search is exact over (TC.K1-K2).
 TC_CLASS = ("class TC (formulations/torch_checkpoint.md): torch.utils.checkpoint around a set of disjoint "
-            "modules of the graph, each rerun once at its backward")
+            "modules of the graph, each rerun once at its backward, in full or saving its matrix products' "
+            "outputs (selective)")
+
+
+#: The suffix of a region checkpointed selectively (TC.K7): ``blocks.0@mm`` saves the outputs
+#: of its matrix products and convolutions and reruns the rest.
+SELECTIVE = "@mm"
 
 
 @dataclass(frozen=True)
 class Region:
-    """A module the plan may checkpoint: its path and its forward ops, contiguous in the graph's order."""
+    """A module the plan may checkpoint: its path and its forward ops, contiguous in the graph's
+    order; ``saved``, under selective checkpointing (TC.K7), the ops whose outputs it saves."""
 
     path: str
     ops: tuple[str, ...]
+    saved: tuple[str, ...] = ()
+
+
+def selective(graph: TrainingGraph, region: Region) -> Region | None:
+    """TC.K7: ``region`` checkpointed selectively, the outputs of its MAC ops (matrix products,
+    convolutions) saved; None when it has no MAC op or nothing else."""
+    saved = tuple(op for op in region.ops if graph.op(op).macs > 0)
+    if not saved or len(saved) == len(region.ops):
+        return None
+    return Region(region.path + SELECTIVE, region.ops, saved)
 
 
 def module_paths(layer: str) -> list[str]:
@@ -56,11 +74,13 @@ def module_paths(layer: str) -> list[str]:
     return [".".join(pieces[:k]) for k in range(1, len(pieces) + 1)] if layer else []
 
 
-def regions_of(graph: TrainingGraph, allowed: set[str] | None = None) -> list[Region]:
+def regions_of(graph: TrainingGraph, allowed: set[str] | None = None, *, selective_too: bool = True
+               ) -> list[Region]:
     """TC.K1: the modules whose forward ops are a contiguous run of the graph's forward ops, and
     the runs of two or more consecutive child modules (``layers[0..2]``: children ``0`` to
     ``2`` of ``layers``, as ``checkpoint_sequential`` cuts an ``nn.Sequential``), the whole
-    model apart; with ``allowed``, only the paths it names."""
+    model apart; each also checkpointed selectively (TC.K7, ``path@mm``) unless not
+    ``selective_too``; with ``allowed``, only the paths it names."""
     forward = [op for op in graph.ops if op.kind is OpKind.FORWARD]
     members: dict[str, list[int]] = {}
     for i, op in enumerate(forward):
@@ -87,6 +107,8 @@ def regions_of(graph: TrainingGraph, allowed: set[str] | None = None) -> list[Re
                     continue
                 first, last = kids[a].rpartition(".")[2], kids[b].rpartition(".")[2]
                 out.append(Region(f"{parent}[{first}..{last}]", tuple(forward[i].id for i in index)))
+    if selective_too:
+        out += [q for q in (selective(graph, r) for r in out) if q is not None]
     if allowed is not None:
         out = [r for r in out if r.path in allowed]
     return out
@@ -95,6 +117,7 @@ def regions_of(graph: TrainingGraph, allowed: set[str] | None = None) -> list[Re
 def _kept(instance: Instance, regions: list[Region]) -> set[str]:
     graph = instance.graph
     region_of = {op: k for k, r in enumerate(regions) for op in r.ops}
+    cached = {op for r in regions for op in r.saved}  # TC.K7: selective checkpointing saves these
     keep: set[str] = set()
     for op in graph.ops:
         if op.kind not in FORWARD_PASS:
@@ -105,20 +128,101 @@ def _kept(instance: Instance, regions: list[Region]) -> set[str]:
                 continue
             home = region_of.get(op.id)
             readers = [graph.op(c) for c in tensor.consumers if graph.op(c).kind in FORWARD_PASS]
-            if home is None or any(region_of.get(r.id) != home for r in readers) or not readers:
+            # what only the backward reads (a dropout's noise, a norm's statistics) is dropped
+            # with the rest and made again by the region's rerun
+            if (home is None or op.id in cached or any(region_of.get(r.id) != home for r in readers)
+                    or not tensor.consumers):
                 keep.add(t)
     return keep
+
+
+def rerun_computations(instance: Instance, regions: list[Region]) -> list[str]:
+    """TC.K2: the computations of checkpointing ``regions``: the forward and backward passes in
+    the graph's order, and each region's rerun just before the first backward op of the
+    region's ops that reads a forward tensor.
+
+    Every tensor a region's op saves for its backward is dropped (what the region hands on
+    included) and the rerun stops once the last of them is saved again, as torch's
+    non-reentrant checkpoint stops: an op saves its inputs before it runs and its outputs
+    after, so the rerun runs the region's ops up to the last that saves anything, that one
+    included only when it saves an output of its own.  All the region's dropped tensors
+    come back together, as torch brings them back.
+    """
+    graph = instance.graph
+    order = plan_order(graph)
+    home = {op: k for k, r in enumerate(regions) for op in r.ops}
+    activation = {t.id for t in graph.tensors if not t.persistent and (
+        t.producer is None or graph.op(t.producer).kind in FORWARD_PASS)}
+    saves: set[str] = set()
+    saves_output: set[str] = set()
+    for op in graph.ops:
+        if op.forward_of is None or op.kind in FORWARD_PASS:
+            continue
+        for t in op.inputs:
+            if t in activation:
+                saves.add(op.forward_of)
+                if graph.tensor(t).producer == op.forward_of:
+                    saves_output.add(op.forward_of)
+    rerun = []
+    for r in regions:
+        last = max((i for i, op in enumerate(r.ops) if op in saves), default=-1)
+        ops = r.ops[:last + 1] if last >= 0 and r.ops[last] in saves_output else r.ops[:max(last, 0)]
+        rerun.append([op for op in ops if op not in r.saved])  # TC.K7: a cached op returns its output
+    done: set[int] = set()
+    out: list[str] = []
+    for op_id in order:
+        op = graph.op(op_id)
+        k = home.get(op.forward_of) if op.forward_of is not None and op.kind not in FORWARD_PASS else None
+        if k is not None and k not in done and any(t in activation for t in op.inputs):
+            done.add(k)
+            out += rerun[k]
+        out.append(op_id)
+    return out
 
 
 def region_sequence(instance: Instance, regions: list[Region]) -> Sequence:
     """TC.K2: the P1 sequence of checkpointing ``regions`` (disjoint).
 
-    Kept: every activation but those a region's op makes and only that region's forward
-    ops read (what it hands on to an op outside it is kept, as torch keeps a module's
-    output); the dropped ones are recomputed on demand in the backward pass.
+    Kept: every activation but those a region's op makes and only that region's ops read
+    (what it hands on to an op outside it is kept, as torch keeps a module's output); the
+    dropped ones come back in the region's rerun (:func:`rerun_computations`).
     """
     graph = instance.graph
-    steps = release_each(graph, rematerialize(graph, plan_order(graph), _kept(instance, regions)))
+    kept = _kept(instance, regions)
+    computations = rerun_computations(instance, regions)
+    home = {op: k for k, r in enumerate(regions) for op in r.ops}
+    last_backward = {home[graph.op(c).forward_of]: i for i, c in enumerate(computations)
+                     if graph.op(c).kind not in FORWARD_PASS and graph.op(c).forward_of in home}
+    seen: set[str] = set()
+    rerun_at: dict[str, int] = {}  # a forward op's place in its region's rerun
+    for i, c in enumerate(computations):
+        if c in seen and c in home:
+            rerun_at[c] = i
+        seen.add(c)
+    until: dict[str, int] = {}
+    for k, r in enumerate(regions):  # the checkpoint holds a region's inputs to the end of its backward
+        if k not in last_backward:
+            continue
+        for op in r.ops:
+            for t in graph.op(op).inputs:
+                tensor = graph.tensor(t)
+                if not tensor.persistent and home.get(tensor.producer or "") != k:
+                    until[t] = max(until.get(t, -1), last_backward[k])
+        for op in r.saved:  # TC.K7: its cache of saved outputs, until the rerun takes them (or to its end)
+            later = [rerun_at[c] for c in r.ops[r.ops.index(op) + 1:] if c in rerun_at]
+            for t in graph.op(op).outputs:
+                if not graph.tensor(t).persistent:
+                    until[t] = max(until.get(t, -1), min(later) if later else last_backward[k])
+    # a kept tensor made in a region keeps its first copy through the rerun while an op
+    # outside the region still reads it; the region's own backward reads the rerun's copy
+    hold: dict[str, int] = {}
+    for i, c in enumerate(computations):
+        op = graph.op(c)
+        own = home.get(op.forward_of or "") if op.kind not in FORWARD_PASS else None
+        for t in op.inputs:
+            if t in kept and graph.tensor(t).producer in home and own != home[graph.tensor(t).producer]:
+                hold[t] = i
+    steps = release_each(graph, computations, hold=hold, until=until)
     cost = replay(instance, steps)
     return Sequence(tuple(steps), meta={"heuristic": "torch_checkpoint", "checkpointed": [r.path for r in regions],
                                  "compute_cycles": cost.compute_cycles, "peak_bytes": cost.peak_bytes,
@@ -152,15 +256,21 @@ def memory_profile(instance: Instance, steps: list[Compute | Release]) -> list[i
     return out
 
 
-def release_each(graph: TrainingGraph, computations: list[str]) -> list[Compute | Release]:
+def release_each(graph: TrainingGraph, computations: list[str], hold: dict[str, int] | None = None,
+                 until: dict[str, int] | None = None) -> list[Compute | Release]:
     """TC.K2: each tensor freed right after its last reader, on its own (as torch frees it).
 
     P1's models free an op's outputs together (``place_releases``, Checkmate's
     convention); torch frees a batch norm's output while its statistics live on to the
     backward.  Each copy of a non-persistent tensor (a graph input's from the start) is
     released after the last computation that reads it before its producer runs again, or
-    right after it is made when nothing reads it.
+    right after it is made when nothing reads it.  A tensor of ``hold`` keeps its copy
+    through a rerun of its producer before the computation ``hold`` names (a region's kept
+    output, which ops outside the region read until then): the rerun makes no new one.  A
+    tensor of ``until`` lives at least to the computation it names (a checkpointed region's
+    input, which torch's checkpoint holds for the rerun until the region's backward ends).
     """
+    hold, until = hold or {}, until or {}
     release_after: dict[int, list[str]] = {}
     live: dict[str, int] = {}  # tensor -> index of the last computation that made or read its copy
     for tensor in graph.tensors:
@@ -174,11 +284,13 @@ def release_each(graph: TrainingGraph, computations: list[str]) -> list[Compute 
         for t in dict.fromkeys(op.outputs):
             if graph.tensor(t).persistent:
                 continue
+            if t in live and hold.get(t, -1) > i:  # still held: the rerun makes no copy
+                continue
             if t in live:  # a recomputation makes a new copy: the old one ends at its last reader
                 release_after.setdefault(live[t], []).append(t)
             live[t] = i
     for t, last in live.items():
-        release_after.setdefault(last, []).append(t)
+        release_after.setdefault(max(last, until.get(t, -1)), []).append(t)
     steps: list[Compute | Release] = [Release(t) for t in release_after.get(-1, [])]
     for i, op_id in enumerate(computations):
         steps.append(Compute(op_id))
@@ -191,13 +303,13 @@ def solve_torch_class(instance: Instance, *, time_limit: float | None = None, wo
     """TC.K4: the cheapest set of checkpointed modules whose sequence fits the budget.
 
     Each region's effect is measured alone: its recompute cost (TC.K3) and, at every
-    first computation, the memory it adds or saves there.  A region's effect does not
-    depend on the others chosen (their inputs and outputs are kept either way), so a plan's
-    memory at each point is the store-all memory plus its regions' effects: a 0-1 model
-    (CP-SAT) picks disjoint regions of least cost under the budget at every point.  Its
-    plan is then built and measured by :func:`region_sequence`; should the measured peak
-    break the budget (the effects did not add up), that plan is cut off and the model
-    solved again.  ``regions`` (option) names the modules and runs a model can checkpoint
+    first computation, the memory it adds or saves there.  Taking a plan's memory at each
+    point as the store-all memory plus its regions' effects, a 0-1 model (CP-SAT) picks
+    disjoint regions of least cost under the budget at every point.  Its plan is then
+    built and measured by :func:`region_sequence`: should its peak break the budget, the
+    plan is cut off and the model solved again; should it fit with a memory that is not
+    the effects' sum somewhere, the model is not exact there and the plan comes back
+    feasible, with no bound.  ``regions`` (option) names the modules and runs a model can checkpoint
     (``monet_ilp.torch`` passes the ones it can wrap); a region that drops nothing is left
     out.
     """
@@ -246,6 +358,13 @@ def solve_torch_class(instance: Instance, *, time_limit: float | None = None, wo
         cycles, peak = int(sequence.meta["compute_cycles"]), int(sequence.meta["peak_bytes"])
         if peak <= budget and cycles == base_cycles + sum(cost[k] for k in chosen):
             stats.update(checkpointed=list(sequence.meta["checkpointed"]))
+            predicted = [b + sum(effect[k][point] for k in chosen) for point, b in enumerate(base_profile)]
+            if memory_profile(instance, list(sequence.steps)) != predicted:
+                # TC.K4: the effects did not add up on this plan, so the model is not exact here:
+                # the plan is verified, its optimality and the model's bound are not proved
+                stats["effects_added_up"] = False
+                return BackendResult(Status.FEASIBLE, sequence, cycles, bound=None, stats=stats, message=(
+                    f"over {TC_CLASS}; the regions' memory effects did not add up on this plan, so no bound"))
             status = Status.OPTIMAL if run.status == cp_model.OPTIMAL else Status.FEASIBLE
             return BackendResult(status, sequence, cycles, bound=bound, stats=stats, message=f"over {TC_CLASS}")
         # TC.K4: the effects did not add up on this plan; cut it off and solve again
