@@ -11,7 +11,9 @@ backward) with and without it, measuring:
   of PyTorch's memory-profiler timeline (``torch.profiler`` with ``profile_memory``).
   This is what P1 counts (activations, their gradients and the inputs); it sees what a
   non-reentrant checkpoint holds and recomputes (its recomputed tensors are
-  AUTOGRAD_DETAIL), where saved-tensor hooks alone would miss them;
+  AUTOGRAD_DETAIL), where saved-tensor hooks alone would miss them. The model's buffers
+  (batch norm's running statistics), which the profiler files under INPUT, are left out:
+  they are state, like the parameters;
 * the step time (the median of five steps);
 * the FLOPs recomputed: ``torch.utils.flop_counter`` over the step with the plan, less
   the same without it.
@@ -99,9 +101,9 @@ def step(case: ft.TorchCase, model: nn.Module) -> None:
 
 
 def live_peak(case: ft.TorchCase, model: nn.Module) -> int:
-    """The time-wise peak of INPUT + TEMPORARY + ACTIVATION + AUTOGRAD_DETAIL over one step."""
+    """The time-wise peak of INPUT + TEMPORARY + ACTIVATION + AUTOGRAD_DETAIL over one step, buffers left out."""
     step(case, model)  # the gradients exist before the measured step, as in a training loop
-    return live_peak_bytes(lambda: step(case, model))
+    return live_peak_bytes(lambda: step(case, model), model=model)
 
 
 def step_flops(case: ft.TorchCase, model: nn.Module) -> int:

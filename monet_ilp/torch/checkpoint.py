@@ -192,6 +192,24 @@ def _scope_names(path: Path) -> None:
     onnx.save(model, str(path))
 
 
+def _two_step_loss_backward(graph: TrainingGraph) -> TrainingGraph:
+    """TC.K2: torch's cross-entropy backward runs in two steps, ``nll_loss``'s making the
+    log-probabilities' gradient, then ``log_softmax``'s the logits': the first, as large as
+    the logits, lives while the second is made.  It becomes a second output of the loss's
+    backward that nothing reads (freed as soon as it is made)."""
+    from monet_ilp.graph.ir import TrainingGraph
+
+    data = graph.to_dict()
+    saved = next((t for t in data["tensors"] if t["id"] == "loss.log_probs"), None)
+    backward = next((op for op in data["ops"] if op["id"] == "dX:loss"), None)
+    if saved is None or backward is None:
+        return graph
+    grad = {**saved, "id": "grad(loss.log_probs)", "kind": "activation_grad", "producer": "dX:loss", "consumers": []}
+    data["tensors"].append(grad)
+    backward["outputs"] = [*backward["outputs"], grad["id"]]
+    return TrainingGraph.from_dict(data)
+
+
 def export_graph(model: torch.nn.Module, example_inputs: Seq[Any], directory: str | Path) -> TrainingGraph:
     """The model's training graph at op granularity, through the project's exporter.
 
@@ -215,7 +233,8 @@ def export_graph(model: torch.nn.Module, example_inputs: Seq[Any], directory: st
             continue
         if exporter == "dynamo":
             _scope_names(path)
-        return load_graph("onnx", path, granularity="op", dropout_mask="noise" if device == "cpu" else "bool")
+        return _two_step_loss_backward(
+            load_graph("onnx", path, granularity="op", dropout_mask="noise" if device == "cpu" else "bool"))
     raise MonetError(f"the model does not export to ONNX ({'; '.join(errors)})", field="model",
                      fix="check that the model runs on the example inputs, with static shapes, no data-dependent "
                          "control flow, and tensors (not dicts or caches) as its output")

@@ -53,7 +53,7 @@ def test_the_live_memory_is_what_it_predicts() -> None:
     model, x, y = _model(), torch.randn(32, 64), torch.randint(0, 10, (32,))
     wrapped, plan = checkpoint(model, (x,), 0.6, time_limit=30, unrestricted=False)
     _step(wrapped, x, y)
-    measured = live_peak_bytes(lambda: _step(wrapped, x, y))
+    measured = live_peak_bytes(lambda: _step(wrapped, x, y), model=wrapped)
     assert abs(measured - plan.predicted_peak_bytes) <= 0.05 * plan.predicted_peak_bytes
 
 
@@ -130,7 +130,7 @@ def test_on_the_cpu_a_dropout_saves_its_noise_and_the_rerun_brings_it_back() -> 
     wrapped, plan = checkpoint(model, (x,), 0.6, time_limit=30, unrestricted=False)
     assert plan.checkpointed
     _step(wrapped, x, y)
-    measured = live_peak_bytes(lambda: _step(wrapped, x, y))
+    measured = live_peak_bytes(lambda: _step(wrapped, x, y), model=wrapped)
     assert abs(measured - plan.predicted_peak_bytes) <= 0.05 * plan.predicted_peak_bytes
     assert measured <= plan.budget_bytes
 
@@ -163,6 +163,6 @@ def test_a_selective_region_saves_its_products_and_holds_what_it_predicts() -> N
     assert flops[1] == flops[0]  # GELU's FLOPs are not counted by torch; no product is rerun
     for a, b in zip(model.parameters(), wrapped.parameters(), strict=True):
         assert torch.allclose(a.grad, b.grad)
-    measured = live_peak_bytes(lambda: _step(wrapped, x, y))
+    measured = live_peak_bytes(lambda: _step(wrapped, x, y), model=wrapped)
     peak = int(predicted.meta["peak_bytes"])
     assert abs(measured - peak) <= 0.05 * peak
