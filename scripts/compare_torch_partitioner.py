@@ -71,14 +71,14 @@ TORCH_BUDGETS = (1.0, 0.8, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.0)
 
 def _register_cpu_sdpa_flops() -> None:
     aten = torch.ops.aten
-    if aten._scaled_dot_product_flash_attention_for_cpu in flop_counter.flop_registry:
+    if aten._scaled_dot_product_flash_attention_for_cpu in flop_counter.flop_registry:  # noqa: SLF001 (torch's own hooks, no public name)
         return
 
-    @flop_counter.register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu)
+    @flop_counter.register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu)  # noqa: SLF001 (torch's own hooks, no public name)
     def _forward(q: Any, k: Any, v: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
         return flop_counter.sdpa_flop_count(q, k, v)
 
-    @flop_counter.register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward)
+    @flop_counter.register_flop_formula(aten._scaled_dot_product_flash_attention_for_cpu_backward)  # noqa: SLF001 (torch's own hooks, no public name)
     def _backward(grad: Any, q: Any, k: Any, v: Any, *args: Any, out_shape: Any = None, **kwargs: Any) -> int:
         return flop_counter.sdpa_backward_flop_count(grad, q, k, v)
 
@@ -105,7 +105,7 @@ class Graphs:
             self.flops += counter.get_total_flops()
             return out
 
-        run._boxed_call = True  # type: ignore[attr-defined]
+        run._boxed_call = True  # type: ignore[attr-defined]  # noqa: SLF001 (torch's own hooks, no public name)
         return run
 
     def backend(self, gm: torch.fx.GraphModule, inputs: Any) -> Any:
@@ -170,7 +170,7 @@ def eager_flops(step: Any) -> int:
 
 
 def torch_point(case: Any, budget: float) -> dict[str, Any]:
-    torch._dynamo.reset()
+    torch._dynamo.reset()  # noqa: SLF001 (torch's own hooks, no public name)
     graphs = Graphs()
     with functorch_config.patch(activation_memory_budget=budget, activation_memory_budget_runtime_estimator="flops",
                                 enable_autograd_cache=False):
@@ -216,7 +216,7 @@ def main() -> None:
             m = torch_point(case, budget)
             rows.append({"model": name, "tool": "torch partitioner", "budget": budget, **m,
                          "recomputed": m["flops"] - base["flops"]})
-        torch._dynamo.reset()
+        torch._dynamo.reset()  # noqa: SLF001 (torch's own hooks, no public name)
         print(f"{name}: done", flush=True)
     for r in rows:  # a plan is dominated when a partitioner point holds no more with less recomputation
         if r["tool"] != "monet-ilp (TC)" or "error" in r:

@@ -191,8 +191,11 @@ def region_sequence(instance: Instance, regions: list[Region]) -> Sequence:
     kept = _kept(instance, regions)
     computations = rerun_computations(instance, regions)
     home = {op: k for k, r in enumerate(regions) for op in r.ops}
-    last_backward = {home[graph.op(c).forward_of]: i for i, c in enumerate(computations)
-                     if graph.op(c).kind not in FORWARD_PASS and graph.op(c).forward_of in home}
+    last_backward: dict[int, int] = {}  # a region's last backward op
+    for i, c in enumerate(computations):
+        of = graph.op(c).forward_of
+        if of is not None and of in home and graph.op(c).kind not in FORWARD_PASS:
+            last_backward[home[of]] = i
     seen: set[str] = set()
     rerun_at: dict[str, int] = {}  # a forward op's place in its region's rerun
     for i, c in enumerate(computations):
@@ -217,10 +220,11 @@ def region_sequence(instance: Instance, regions: list[Region]) -> Sequence:
     # outside the region still reads it; the region's own backward reads the rerun's copy
     hold: dict[str, int] = {}
     for i, c in enumerate(computations):
-        op = graph.op(c)
-        own = home.get(op.forward_of or "") if op.kind not in FORWARD_PASS else None
-        for t in op.inputs:
-            if t in kept and graph.tensor(t).producer in home and own != home[graph.tensor(t).producer]:
+        reader = graph.op(c)
+        own = home.get(reader.forward_of or "") if reader.kind not in FORWARD_PASS else None
+        for t in reader.inputs:
+            maker = graph.tensor(t).producer
+            if t in kept and maker is not None and maker in home and own != home[maker]:
                 hold[t] = i
     steps = release_each(graph, computations, hold=hold, until=until)
     cost = replay(instance, steps)
