@@ -192,21 +192,37 @@ def _scope_names(path: Path) -> None:
     onnx.save(model, str(path))
 
 
-def _two_step_loss_backward(graph: TrainingGraph) -> TrainingGraph:
-    """TC.K2: torch's cross-entropy backward runs in two steps, ``nll_loss``'s making the
-    log-probabilities' gradient, then ``log_softmax``'s the logits': the first, as large as
-    the logits, lives while the second is made.  It becomes a second output of the loss's
-    backward that nothing reads (freed as soon as it is made)."""
+def _as_torch_runs(graph: TrainingGraph) -> TrainingGraph:
+    """TC.K2: what torch's autograd holds that the graph does not show.
+
+    * Its cross-entropy backward runs in two steps, ``nll_loss``'s making the
+      log-probabilities' gradient, then ``log_softmax``'s the logits': the first, as large
+      as the logits, lives while the second is made.  It becomes a second output of the
+      loss's backward that nothing reads (freed as soon as it is made).
+    * A weight used twice (a language model's head tied to its embedding) gets its gradient
+      in parts; autograd holds the early parts in the weight's input buffer until the last
+      arrives, as activation-like memory, not as the weight's ``.grad``.  Every part but the
+      last made becomes such a tensor, held to the update.
+    """
     from monet_ilp.graph.ir import TrainingGraph
 
     data = graph.to_dict()
-    saved = next((t for t in data["tensors"] if t["id"] == "loss.log_probs"), None)
+    tensors = {t["id"]: t for t in data["tensors"]}
+    position = {op["id"]: i for i, op in enumerate(data["ops"])}
+    saved = tensors.get("loss.log_probs")
     backward = next((op for op in data["ops"] if op["id"] == "dX:loss"), None)
-    if saved is None or backward is None:
-        return graph
-    grad = {**saved, "id": "grad(loss.log_probs)", "kind": "activation_grad", "producer": "dX:loss", "consumers": []}
-    data["tensors"].append(grad)
-    backward["outputs"] = [*backward["outputs"], grad["id"]]
+    if saved is not None and backward is not None:
+        grad = {**saved, "id": "grad(loss.log_probs)", "kind": "activation_grad", "producer": "dX:loss",
+                "consumers": []}
+        data["tensors"].append(grad)
+        backward["outputs"] = [*backward["outputs"], grad["id"]]
+    for op in data["ops"]:
+        if op["kind"] != "optimizer":
+            continue
+        parts = sorted((t for t in op["inputs"] if tensors[t]["kind"] == "weight_grad" and tensors[t].get("producer")),
+                       key=lambda t: position[tensors[t]["producer"]])
+        for t in parts[:-1]:
+            tensors[t]["kind"] = "activation_grad"
     return TrainingGraph.from_dict(data)
 
 
@@ -233,7 +249,7 @@ def export_graph(model: torch.nn.Module, example_inputs: Seq[Any], directory: st
             continue
         if exporter == "dynamo":
             _scope_names(path)
-        return _two_step_loss_backward(
+        return _as_torch_runs(
             load_graph("onnx", path, granularity="op", dropout_mask="noise" if device == "cpu" else "bool"))
     raise MonetError(f"the model does not export to ONNX ({'; '.join(errors)})", field="model",
                      fix="check that the model runs on the example inputs, with static shapes, no data-dependent "
