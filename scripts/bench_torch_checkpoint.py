@@ -183,7 +183,12 @@ def main() -> None:
             f"{p['compute_cycles']:,} ({p['bound_cycles']:,.0f})",
             f"{p['unrestricted_cycles'] or 0:,} ({p['unrestricted_bound'] or 0:,.0f})")
     Console(width=250).print(table)
-    out = Path(args.out)
+    write_rows(rows, args.out)
+
+
+def write_rows(rows: list[dict[str, Any]], path: str) -> None:
+    """The benchmark's rows as JSON at ``path``, its folder made."""
+    out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1, default=str) + "\n")
     print(f"wrote {out}")

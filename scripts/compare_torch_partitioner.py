@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import functools
 import gc
-import json
 import os
 import statistics
 import sys
@@ -248,10 +247,7 @@ def main() -> None:
                       f"{r['peak']:,}", f"{r['recomputed']:,}", f"{r['seconds']:.4f}", *rival(r, "peak"),
                       *rival(r, "held"))
     Console(width=220).print(table)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(rows, indent=1, default=str) + "\n")
-    print(f"wrote {out}")
+    bench.write_rows(rows, args.out)
 
 
 if __name__ == "__main__":

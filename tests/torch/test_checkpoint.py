@@ -29,20 +29,22 @@ def _step(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> None:
     torch.nn.functional.cross_entropy(model(x), y).backward()
 
 
-def test_the_plan_runs_and_recomputes_what_it_predicts() -> None:
+def _step_flops(model: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> int:
     from torch.utils.flop_counter import FlopCounterMode
 
+    counter = FlopCounterMode(display=False)
+    with counter:
+        _step(model, x, y)
+    return int(counter.get_total_flops())
+
+
+def test_the_plan_runs_and_recomputes_what_it_predicts() -> None:
     model, x, y = _model(), torch.randn(32, 64), torch.randint(0, 10, (32,))
     wrapped, plan = checkpoint(model, (x,), 0.6, time_limit=30, unrestricted=False)
     assert plan.status == "optimal" and plan.checkpointed
     assert plan.predicted_peak_bytes <= plan.budget_bytes
     assert sorted(wrapped.state_dict()) == sorted(model.state_dict())  # names unchanged
-    flops = []
-    for m in (model, wrapped):
-        counter = FlopCounterMode(display=False)
-        with counter:
-            _step(m, x, y)
-        flops.append(counter.get_total_flops())
+    flops = [_step_flops(m, x, y) for m in (model, wrapped)]
     for a, b in zip(model.parameters(), wrapped.parameters(), strict=True):
         assert torch.allclose(a.grad, b.grad)
     assert flops[1] - flops[0] == plan.predicted_recompute_flops > 0
@@ -141,8 +143,6 @@ def test_a_selective_region_saves_its_products_and_holds_what_it_predicts() -> N
     import copy
     import tempfile
 
-    from torch.utils.flop_counter import FlopCounterMode
-
     from monet_ilp.make import p1_instance
     from monet_ilp.problems.p1.torch_class import region_sequence, regions_of
     from monet_ilp.torch.checkpoint import apply_plan, export_graph
@@ -154,12 +154,7 @@ def test_a_selective_region_saves_its_products_and_holds_what_it_predicts() -> N
     assert regions["[0..3]@mm"].saved and regions["[0..3]@mm"].ops == regions["[0..3]"].ops
     predicted = region_sequence(p1_instance(graph, 1.0), [regions["[0..3]@mm"]])
     wrapped = apply_plan(copy.deepcopy(model), ["[0..3]@mm"])
-    flops = []
-    for m in (model, wrapped):
-        counter = FlopCounterMode(display=False)
-        with counter:
-            _step(m, x, y)
-        flops.append(counter.get_total_flops())
+    flops = [_step_flops(m, x, y) for m in (model, wrapped)]
     assert flops[1] == flops[0]  # GELU's FLOPs are not counted by torch; no product is rerun
     for a, b in zip(model.parameters(), wrapped.parameters(), strict=True):
         assert torch.allclose(a.grad, b.grad)

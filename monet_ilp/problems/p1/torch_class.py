@@ -74,13 +74,12 @@ def module_paths(layer: str) -> list[str]:
     return [".".join(pieces[:k]) for k in range(1, len(pieces) + 1)] if layer else []
 
 
-def regions_of(graph: TrainingGraph, allowed: set[str] | None = None, *, selective_too: bool = True
-               ) -> list[Region]:
+def regions_of(graph: TrainingGraph, allowed: set[str] | None = None) -> list[Region]:
     """TC.K1: the modules whose forward ops are a contiguous run of the graph's forward ops, and
     the runs of two or more consecutive child modules (``layers[0..2]``: children ``0`` to
     ``2`` of ``layers``, as ``checkpoint_sequential`` cuts an ``nn.Sequential``), the whole
-    model apart; each also checkpointed selectively (TC.K7, ``path@mm``) unless not
-    ``selective_too``; with ``allowed``, only the paths it names."""
+    model apart, each also checkpointed selectively (TC.K7, ``path@mm``); with ``allowed``,
+    only the paths it names."""
     forward = [op for op in graph.ops if op.kind is OpKind.FORWARD]
     members: dict[str, list[int]] = {}
     for i, op in enumerate(forward):
@@ -107,8 +106,7 @@ def regions_of(graph: TrainingGraph, allowed: set[str] | None = None, *, selecti
                     continue
                 first, last = kids[a].rpartition(".")[2], kids[b].rpartition(".")[2]
                 out.append(Region(f"{parent}[{first}..{last}]", tuple(forward[i].id for i in index)))
-    if selective_too:
-        out += [q for q in (selective(graph, r) for r in out) if q is not None]
+    out += [q for q in (selective(graph, r) for r in out) if q is not None]
     if allowed is not None:
         out = [r for r in out if r.path in allowed]
     return out
@@ -192,16 +190,21 @@ def region_sequence(instance: Instance, regions: list[Region]) -> Sequence:
     computations = rerun_computations(instance, regions)
     home = {op: k for k, r in enumerate(regions) for op in r.ops}
     last_backward: dict[int, int] = {}  # a region's last backward op
-    for i, c in enumerate(computations):
-        of = graph.op(c).forward_of
-        if of is not None and of in home and graph.op(c).kind not in FORWARD_PASS:
-            last_backward[home[of]] = i
-    seen: set[str] = set()
     rerun_at: dict[str, int] = {}  # a forward op's place in its region's rerun
+    hold: dict[str, int] = {}  # a kept output's last reader outside its region (TC.K2)
+    seen: set[str] = set()
     for i, c in enumerate(computations):
+        step = graph.op(c)
+        own = home.get(step.forward_of or "") if step.kind not in FORWARD_PASS else None
+        if own is not None:
+            last_backward[own] = i
         if c in seen and c in home:
             rerun_at[c] = i
         seen.add(c)
+        for t in step.inputs:  # the region's own backward reads the rerun's copy, others the first one
+            maker = graph.tensor(t).producer
+            if t in kept and maker is not None and maker in home and own != home[maker]:
+                hold[t] = i
     until: dict[str, int] = {}
     for k, r in enumerate(regions):  # the checkpoint holds a region's inputs to the end of its backward
         if k not in last_backward:
@@ -216,16 +219,6 @@ def region_sequence(instance: Instance, regions: list[Region]) -> Sequence:
             for t in graph.op(op).outputs:
                 if not graph.tensor(t).persistent:
                     until[t] = max(until.get(t, -1), min(later) if later else last_backward[k])
-    # a kept tensor made in a region keeps its first copy through the rerun while an op
-    # outside the region still reads it; the region's own backward reads the rerun's copy
-    hold: dict[str, int] = {}
-    for i, c in enumerate(computations):
-        reader = graph.op(c)
-        own = home.get(reader.forward_of or "") if reader.kind not in FORWARD_PASS else None
-        for t in reader.inputs:
-            maker = graph.tensor(t).producer
-            if t in kept and maker is not None and maker in home and own != home[maker]:
-                hold[t] = i
     steps = release_each(graph, computations, hold=hold, until=until)
     cost = replay(instance, steps)
     return Sequence(tuple(steps), meta={"heuristic": "torch_checkpoint", "checkpointed": [r.path for r in regions],
